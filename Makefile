@@ -1,0 +1,90 @@
+# Developer interface of kubegpu.platform (see README.md). Everything installs itself from nothing:
+# the Python virtual environment (.venv), the collection link (.cache/collections), the Go-built cluster binaries
+# (~/.cache/kubegpu/bin).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+COLLECTIONS := .cache/collections
+SANITY_TREE := .cache/sanity/ansible_collections/kubegpu/platform
+FLEET ?= tools/devcluster/fleets/default.yaml
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export DEVCLUSTER := PYTHONPATH=tools/devcluster $(BIN)/python -m kubegpu_devcluster
+
+.PHONY: help venv collection binaries cluster-up cluster-down demo test unit sanity lint integration molecule \
+        build docs bench clean
+
+help:
+	@echo "make demo          local cluster up, site playbook against it, report printed"
+	@echo "make test          everything CI runs: unit, sanity, lint, build, integration, molecule"
+	@echo "make cluster-up    start the local cluster (FLEET=<file> picks a fleet); cluster-down stops it"
+	@echo "make bench         benchmark: requests and seconds per run on a 1,000-node fleet"
+
+$(BIN)/.installed: requirements/dev.txt requirements/runtime.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements/dev.txt
+	touch $@
+
+venv: $(BIN)/.installed
+
+# The collection is importable as ansible_collections.kubegpu.platform through this link to the checkout.
+collection: venv
+	mkdir -p $(COLLECTIONS)/ansible_collections/kubegpu
+	ln -sfn ../../../.. $(COLLECTIONS)/ansible_collections/kubegpu/platform
+
+binaries:
+	tools/devcluster/build.sh
+
+cluster-up: collection binaries
+	$(DEVCLUSTER) up --fleet $(FLEET)
+
+cluster-down: venv
+	$(DEVCLUSTER) down
+
+demo: cluster-up
+	K8S_AUTH_KUBECONFIG=$(CURDIR)/.devcluster/kubeconfig $(BIN)/ansible-playbook \
+	  -i examples/demo/inventory.yml kubegpu.platform.site
+
+unit: collection
+	$(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
+
+# ansible-test needs the collection at ansible_collections/<ns>/<name>: sanity runs on a copy of the tracked
+# files (plus new, unignored ones), so that caches and the venv are not scanned.
+sanity: collection
+	rm -rf $(SANITY_TREE) && mkdir -p $(SANITY_TREE)
+	git ls-files -co --exclude-standard -z | xargs -0 -I{} cp --parents {} $(SANITY_TREE)/ 2>/dev/null || true
+	tools/seed-ansible-test.sh $(BIN)/python
+	# ansible-test finds collection dependencies beside the collection under test.
+	ln -sfn $(CURDIR)/$(VENV)/lib/python3.11/site-packages/ansible_collections/kubernetes .cache/sanity/ansible_collections/kubernetes
+	cd $(SANITY_TREE) && git init -q . && git add -A && \
+	  PATH=$(CURDIR)/$(BIN):$$PATH $(CURDIR)/$(BIN)/ansible-test sanity --local --python 3.11 --color no
+
+lint: collection
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint --profile production --offline
+
+build: collection
+	rm -rf .cache/build && mkdir -p .cache/build
+	$(BIN)/ansible-galaxy collection build --output-path .cache/build --force
+	tools/check-build.sh .cache/build/kubegpu-platform-*.tar.gz
+
+docs: collection
+	@for m in $$(ls plugins/modules/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
+	  $(BIN)/ansible-doc -t module kubegpu.platform.$$m > /dev/null && echo "ansible-doc kubegpu.platform.$$m: ok"; done
+	@for f in $$(ls plugins/filter/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
+	  $(BIN)/ansible-doc -t filter kubegpu.platform.$$f > /dev/null && echo "ansible-doc filter kubegpu.platform.$$f: ok"; done
+
+integration: collection binaries
+	$(BIN)/python -m pytest tests/integration -q -p no:cacheprovider
+
+molecule: collection binaries
+	cd extensions && PATH=$(CURDIR)/$(BIN):$$PATH $(CURDIR)/$(BIN)/molecule test --all
+
+bench: collection binaries
+	$(BIN)/python tests/bench/bench_noop_requests.py
+
+test: unit sanity lint build docs integration molecule
+
+clean: cluster-down
+	rm -rf .cache/build .cache/sanity

@@ -1,0 +1,119 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the cluster looks like, from objects already read: GPU nodes per model, operator state, serving stack.
+
+Pure functions over plain dicts (what the access layer returns), so every rule here is unit-tested without
+a cluster.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import base_product
+
+GPU_PRESENT = "nvidia.com/gpu.present"
+PCI_PRESENT_LABELS = ("feature.node.kubernetes.io/pci-10de.present",
+                      "feature.node.kubernetes.io/pci-0302_10de.present",
+                      "feature.node.kubernetes.io/pci-0300_10de.present")
+GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
+
+
+def _labels(node):
+    return (node.get("metadata") or {}).get("labels") or {}
+
+
+def is_gpu_node(node):
+    """A node with an NVIDIA GPU, as the GPU Operator decides it: GFD's label or one of NFD's PCI labels."""
+    labels = _labels(node)
+    return labels.get(GPU_PRESENT) == "true" or any(labels.get(k) == "true" for k in PCI_PRESENT_LABELS)
+
+
+def sharing_state(labels):
+    """How a node's GPUs are shared now, read from the labels GFD and mig-manager write."""
+    strategy = labels.get("nvidia.com/gpu.sharing-strategy", "none")
+    mig_config = labels.get("nvidia.com/mig.config")
+    if mig_config and mig_config != "all-disabled":
+        strategy = "mig" if strategy == "none" else "mig+" + strategy
+    state = {"strategy": strategy}
+    if mig_config:
+        state["mig_config"] = mig_config
+        state["mig_state"] = labels.get("nvidia.com/mig.config.state", "unknown")
+    if labels.get("nvidia.com/device-plugin.config"):
+        state["device_plugin_config"] = labels["nvidia.com/device-plugin.config"]
+    paused = sorted(k.split("nvidia.com/gpu.deploy.", 1)[1] for k, v in labels.items()
+                    if k.startswith("nvidia.com/gpu.deploy.") and v == "paused-for-mig-change")
+    if paused:
+        state["paused_operands"] = paused
+    return state
+
+
+def _gpu_allocatable(node):
+    alloc = ((node.get("status") or {}).get("allocatable")) or {}
+    return dict((k, int(v)) for k, v in alloc.items() if k.startswith(GPU_RESOURCE_PREFIXES) and str(v).isdigit())
+
+
+def _bump(counter, key, by=1):
+    counter[key] = counter.get(key, 0) + by
+
+
+def summarize_gpu_nodes(nodes):
+    """Group GPU nodes by physical GPU model: node and GPU counts, allocatable GPU resources, sharing states."""
+    models = {}
+    gpu_nodes = 0
+    for node in nodes:
+        if not is_gpu_node(node):
+            continue
+        gpu_nodes += 1
+        labels = _labels(node)
+        product = base_product(labels.get("nvidia.com/gpu.product", "")) or "unknown (no GFD labels yet)"
+        entry = models.setdefault(product, {
+            "product": product, "nodes": 0, "gpus": 0, "allocatable": {}, "sharing": {}, "mig_states": {},
+            "memory_mib": int(labels["nvidia.com/gpu.memory"]) if labels.get("nvidia.com/gpu.memory", "").isdigit() else None,
+            "mig_capable": labels.get("nvidia.com/mig.capable") == "true",
+            "node_names": [],
+        })
+        entry["nodes"] += 1
+        entry["node_names"].append(node["metadata"]["name"])
+        count = labels.get("nvidia.com/gpu.count", "")
+        # Under MIG single strategy gpu.count counts MIG devices; physical GPUs are then capacity we can't see.
+        entry["gpus"] += int(count) if count.isdigit() and "-MIG-" not in labels.get("nvidia.com/gpu.product", "") else 0
+        for resource, value in _gpu_allocatable(node).items():
+            _bump(entry["allocatable"], resource, value)
+        state = sharing_state(labels)
+        _bump(entry["sharing"], state["strategy"])
+        if "mig_state" in state:
+            _bump(entry["mig_states"], "{0}={1}".format(state["mig_config"], state["mig_state"]))
+    ordered = sorted(models.values(), key=lambda m: (-m["nodes"], m["product"]))
+    for m in ordered:
+        m["node_names"].sort()
+    return {"nodes": len(nodes), "gpu_nodes": gpu_nodes, "models": ordered}
+
+
+def _csv_version(name):
+    tail = name.split(".", 1)[1] if "." in name else ""
+    return tail[1:] if tail.startswith("v") else tail
+
+
+def gpu_operator_status(csvs, deployments, policies):
+    """Is the GPU Operator installed (OLM CSV or Helm Deployment), which version, and the ClusterPolicy's state."""
+    result = {"installed": False, "method": None, "version": None, "namespace": None, "phase": None}
+    own_csvs = [c for c in csvs if c["metadata"]["name"].startswith("gpu-operator-certified.")
+                and (c.get("status") or {}).get("reason") != "Copied"]
+    if own_csvs:
+        csv = sorted(own_csvs, key=lambda c: c["metadata"]["name"])[-1]
+        phase = (csv.get("status") or {}).get("phase")
+        result.update(method="olm", version=_csv_version(csv["metadata"]["name"]),
+                      namespace=csv["metadata"]["namespace"], phase=phase, installed=phase == "Succeeded")
+    elif deployments:
+        labels = deployments[0]["metadata"].get("labels") or {}
+        chart = labels.get("helm.sh/chart", "")
+        version = labels.get("app.kubernetes.io/version") or (chart.rsplit("-", 1)[-1].lstrip("v") if chart else None)
+        result.update(method="helm", version=version, namespace=deployments[0]["metadata"]["namespace"],
+                      installed=True)
+    result["cluster_policies"] = [
+        {"name": p["metadata"]["name"], "state": (p.get("status") or {}).get("state"),
+         "conditions": [dict((k, c.get(k)) for k in ("type", "status", "reason", "message"))
+                        for c in (p.get("status") or {}).get("conditions", [])]}
+        for p in policies]
+    return result

@@ -1,0 +1,63 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Render gpu_cluster_info's result as the plain-text report people read in a terminal or AWX job output."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+def _table(header, rows):
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    fmt = "  ".join("{%d:<%d}" % (i, w) for i, w in enumerate(widths))
+    lines = [fmt.format(*header).rstrip(), "  ".join("-" * w for w in widths)]
+    lines.extend(fmt.format(*[str(c) for c in r]).rstrip() for r in rows)
+    return lines
+
+
+def _counts(counter):
+    return ", ".join("{0}={1}".format(k, v) for k, v in sorted(counter.items())) or "-"
+
+
+def _yes(flag):
+    return "yes" if flag else "no"
+
+
+def cluster_report(info):
+    """Lines of text: platform, GPU Operator, DRA and serving, then one table row per GPU model."""
+    platform = info["platform"]
+    op = info["gpu_operator"]
+    dra = info["dra"]
+    serving = info["serving"]
+    lines = ["Platform:     {0} {1} (Kubernetes {2})".format(
+        platform["name"], platform.get("version") or "?", platform.get("kubernetes_version") or "?")]
+    if op["installed"] or op.get("method"):
+        operator = "{0} via {1} in {2}{3}".format(op.get("version") or "?", op["method"], op.get("namespace"),
+                                                  "" if op["installed"] else " (phase {0})".format(op.get("phase")))
+    else:
+        operator = "not installed"
+    policies = "; ".join(
+        "ClusterPolicy {0}: {1}{2}".format(
+            p["name"], p.get("state") or "no status yet",
+            "".join(" ({0}: {1})".format(c["type"], c["reason"]) for c in p["conditions"]
+                    if c.get("type") == "Ready" and c.get("status") != "True"))
+        for p in op.get("cluster_policies", []))
+    lines.append("GPU Operator: {0}{1}".format(operator, "; " + policies if policies else ""))
+    lines.append("DRA:          {0}; {1} device classes; {2} resource slices".format(
+        "resource.k8s.io " + "/".join(dra["served_versions"]) if dra["served_versions"] else "not served",
+        len(dra["device_classes"]), dra["resource_slices"]))
+    lines.append("Serving:      KServe API {0}, controller {1}; Knative Serving API {2}; KEDA API {3}; "
+                 "OpenShift AI API {4}".format(
+                     _yes(serving["kserve"]["api"]), _yes(serving["kserve"]["controller"]),
+                     _yes(serving["knative_serving"]["api"]), _yes(serving["keda"]["api"]),
+                     _yes(serving["openshift_ai"]["api"])))
+    nodes = info["gpu_nodes"]
+    lines.append("Nodes:        {0} in all, {1} with NVIDIA GPUs".format(nodes["nodes"], nodes["gpu_nodes"]))
+    lines.append("")
+    rows = [[m["product"], m["nodes"], m["gpus"],
+             "{0:.0f} GiB".format(m["memory_mib"] / 1024.0) if m.get("memory_mib") else "?",
+             _yes(m["mig_capable"]), _counts(m["allocatable"]), _counts(m["sharing"]), _counts(m["mig_states"])]
+            for m in nodes["models"]]
+    lines.extend(_table(["GPU model", "Nodes", "GPUs", "Memory", "MIG", "Allocatable", "Sharing", "MIG config"],
+                        rows or [["(no GPU nodes)", 0, 0, "-", "-", "-", "-", "-"]]))
+    return lines

@@ -1,0 +1,151 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_cluster_info
+short_description: Describe a cluster's GPUs, GPU Operator, DRA and serving stack
+version_added: 0.1.0
+description:
+  - Reads the cluster and returns its platform (OpenShift or Kubernetes) and version, the GPU nodes grouped
+    by physical GPU model with node and GPU counts, allocatable GPU resources and sharing state, the GPU
+    Operator install and ClusterPolicy state, the Dynamic Resource Allocation API versions served, and
+    which parts of the serving stack (KServe, Knative, KEDA, OpenShift AI) are present.
+  - Makes only list and get requests; the number of requests does not grow with the number of nodes.
+author:
+  - kubegpu.platform contributors (@kubegpu)
+options:
+  include_node_names:
+    description:
+      - Return the names of the nodes of each GPU model.
+      - Off by default so that the result stays small on large fleets.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+requirements:
+  - kubernetes >= 24.2.0
+  - kubernetes.core collection
+"""
+
+EXAMPLES = r"""
+- name: Describe the GPU cluster
+  kubegpu.platform.gpu_cluster_info:
+  register: gpu_cluster
+
+- name: Show the H100 node count
+  ansible.builtin.debug:
+    msg: "{{ gpu_cluster.gpu_nodes.models | selectattr('product', 'equalto', 'NVIDIA-H100-80GB-HBM3') | map(attribute='nodes') | first }}"
+"""
+
+RETURN = r"""
+platform:
+  description: Platform, its version and the Kubernetes version of the API server.
+  returned: always
+  type: dict
+  sample: {name: openshift, version: 4.20.3, kubernetes_version: v1.34.4}
+gpu_nodes:
+  description:
+    - C(nodes) all nodes, C(gpu_nodes) nodes with an NVIDIA GPU, and C(models) one entry per physical GPU model.
+    - Each model has C(product), C(nodes), C(gpus) (physical GPUs from C(nvidia.com/gpu.count)), C(memory_mib),
+      C(mig_capable), C(allocatable) (sum of GPU resources), C(sharing) (node count per strategy),
+      C(mig_states) (node count per C(config=state)) and, when asked, C(node_names).
+  returned: always
+  type: dict
+gpu_operator:
+  description: Whether the GPU Operator is installed, how (olm or helm), its version and namespace, and each ClusterPolicy's state and conditions.
+  returned: always
+  type: dict
+dra:
+  description: Versions of C(resource.k8s.io) served (preferred first), DeviceClass names and the ResourceSlice count.
+  returned: always
+  type: dict
+serving:
+  description: Whether the KServe, Knative Serving, KEDA and OpenShift AI APIs are served, and the KServe controller found.
+  returned: always
+  type: dict
+"""
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_summary import (
+    gpu_operator_status,
+    summarize_gpu_nodes,
+)
+
+
+def platform_info(cluster):
+    cv = cluster.get("config.openshift.io/v1", "ClusterVersion", "version")
+    kube = cluster.server_version()
+    if cv is not None:
+        version = ((cv.get("status") or {}).get("desired") or {}).get("version")
+        return {"name": "openshift", "version": version, "kubernetes_version": kube}
+    return {"name": "kubernetes", "version": kube, "kubernetes_version": kube}
+
+
+def dra_info(cluster):
+    versions = cluster.served_versions("resource.k8s.io")
+    if not versions:
+        return {"served_versions": [], "device_classes": [], "resource_slices": 0}
+    api = "resource.k8s.io/" + versions[0]
+    return {
+        "served_versions": versions,
+        "device_classes": sorted(d["metadata"]["name"] for d in cluster.list(api, "DeviceClass")),
+        "resource_slices": len(cluster.list(api, "ResourceSlice")),
+    }
+
+
+def serving_info(cluster):
+    def served(api_version, kind):
+        return cluster.resource(api_version, kind) is not None
+
+    controllers = cluster.list("apps/v1", "Deployment", label_selector="control-plane=kserve-controller-manager")
+    dscs = cluster.list("datasciencecluster.opendatahub.io/v2", "DataScienceCluster") or \
+        cluster.list("datasciencecluster.opendatahub.io/v1", "DataScienceCluster")
+    return {
+        "kserve": {"api": served("serving.kserve.io/v1beta1", "InferenceService"),
+                   "controller": bool(controllers)},
+        "knative_serving": {"api": served("serving.knative.dev/v1", "Service")},
+        "keda": {"api": served("keda.sh/v1alpha1", "ScaledObject")},
+        "openshift_ai": {"api": served("datasciencecluster.opendatahub.io/v1", "DataScienceCluster"),
+                         "data_science_clusters": sorted(d["metadata"]["name"] for d in dscs)},
+    }
+
+
+def gather(module):
+    cluster = module.cluster
+    summary = summarize_gpu_nodes(cluster.list("v1", "Node"))
+    if not module.params["include_node_names"]:
+        for model in summary["models"]:
+            del model["node_names"]
+    operator = gpu_operator_status(
+        # Copied CSVs (one per namespace under an AllNamespaces OperatorGroup) say nothing new.
+        cluster.list("operators.coreos.com/v1alpha1", "ClusterServiceVersion", label_selector="!olm.copiedFrom"),
+        cluster.list("apps/v1", "Deployment", label_selector="app.kubernetes.io/component=gpu-operator"),
+        cluster.list("nvidia.com/v1", "ClusterPolicy"),
+    )
+    return {
+        "changed": False,
+        "platform": platform_info(cluster),
+        "gpu_nodes": summary,
+        "gpu_operator": operator,
+        "dra": dra_info(cluster),
+        "serving": serving_info(cluster),
+    }
+
+
+def main():
+    module = KubegpuModule(argument_spec={"include_node_names": {"type": "bool", "default": False}},
+                           supports_check_mode=True)
+    module.run(gather)
+
+
+if __name__ == "__main__":
+    main()

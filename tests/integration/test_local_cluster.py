@@ -1,0 +1,60 @@
+"""The local cluster is a real API server: CRD validation, RBAC, resource.k8s.io/v1, an audit log per user."""
+from __future__ import annotations
+
+import pytest
+from kubernetes.dynamic.exceptions import ForbiddenError, UnprocessibleEntityError
+
+from kubegpu_devcluster.cluster import ADMIN, NOBODY, simulator_user
+
+
+def test_serves_dra_v1(dc):
+    groups = dc.admin.request("GET", "/apis/resource.k8s.io").to_dict()
+    assert "v1" in [v["version"] for v in groups["versions"]]
+    assert groups["preferredVersion"]["version"] == "v1"
+
+
+def test_rejects_invalid_cluster_policy_field(dc):
+    """The upstream ClusterPolicy CRD's enum for mig.strategy is enforced by the server, not by us."""
+    api = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
+    base = {"operator": {}, "daemonsets": {}, "driver": {}, "toolkit": {}, "devicePlugin": {}, "dcgm": {},
+            "dcgmExporter": {}, "gfd": {}, "nodeStatusExporter": {}}
+    body = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "invalid-policy"},
+            "spec": dict(base, mig={"strategy": "bogus"})}
+    with pytest.raises(UnprocessibleEntityError) as err:
+        api.create(body=body)
+    assert "spec.mig.strategy" in str(err.value.body)
+    assert "bogus" in str(err.value.body)
+    assert api.get(field_selector="metadata.name=invalid-policy").items == []
+
+
+def test_refuses_user_without_rbac_rights(dc):
+    mark = dc.audit.mark()
+    with pytest.raises(ForbiddenError):
+        dc.client("nobody").resources.get(api_version="v1", kind="Node").get()
+    refused = [e for e in dc.audit.events(mark, user=NOBODY[0]) if e.resource == "nodes"]
+    assert [(e.verb, e.code) for e in refused] == [("list", 403)]
+
+
+def test_audit_log_tells_users_apart(dc):
+    """Every request has its verb and user; the admin's writes are counted apart from the simulators'."""
+    mark = dc.audit.mark()
+    api = dc.admin.resources.get(api_version="v1", kind="ConfigMap")
+    api.create(body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "audit-probe"}},
+               namespace="default")
+    api.delete(name="audit-probe", namespace="default")
+    writes = dc.audit.writes(mark, user=ADMIN[0])
+    assert [(e.verb, e.resource, e.name) for e in writes] == [("create", "configmaps", "audit-probe"),
+                                                              ("delete", "configmaps", "audit-probe")]
+    assert all(e.user == ADMIN[0] for e in writes)
+    everyone = {e.user for e in dc.audit.events(0, user=None)}
+    assert simulator_user("fleet") in everyone       # the fleet was loaded by its simulator's user
+
+
+def test_dry_run_is_not_a_write(dc):
+    mark = dc.audit.mark()
+    api = dc.admin.resources.get(api_version="v1", kind="ConfigMap")
+    api.create(body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}}, namespace="default",
+               dry_run="All")
+    events = dc.audit.events(mark)
+    assert [e.verb for e in events if e.resource == "configmaps"] == ["create"]
+    assert dc.audit.writes(mark) == []

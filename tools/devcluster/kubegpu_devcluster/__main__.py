@@ -1,0 +1,130 @@
+"""python -m kubegpu_devcluster up [--fleet FILE] | down | env
+
+`up` builds nothing: run build.sh first (make cluster-up does both). It prints how long each step took.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kubernetes.dynamic import DynamicClient
+
+from . import catalog, cluster, crds, fleet, paths
+from .simulators.framework import KNOBS_NAMESPACE, client_for
+
+DEFAULT_FLEET = paths.DEVCLUSTER_ROOT / "fleets" / "default.yaml"
+
+
+def dynamic_client(state: Path, user: str = "admin") -> DynamicClient:
+    return client_for(str(cluster.kubeconfig_path(state, user)))
+
+
+def bootstrap(state: Path) -> None:
+    """As admin: let the simulators' group act (cluster-admin) and make the knobs namespace."""
+    admin = dynamic_client(state)
+    crb = admin.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="ClusterRoleBinding")
+    crb.server_side_apply(body={
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "kubegpu-simulators"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": cluster.SIMULATOR_GROUP}],
+    }, field_manager="devcluster")
+    ns = admin.resources.get(api_version="v1", kind="Namespace")
+    ns.server_side_apply(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KNOBS_NAMESPACE}},
+                         field_manager="devcluster")
+
+
+def populate(state: Path, fleet_file: Path, server: str, replace: bool = False) -> dict:
+    """Load the fleet (and on OpenShift the catalog) as the fleet simulator's user; replace drops the old one."""
+    dyn = dynamic_client(state, "sim-fleet")
+    f = fleet.load(fleet_file)
+    if replace:
+        fleet.reset(dyn)
+    nodes = fleet.apply(f, dyn, server)
+    packages = catalog.apply(dyn) if f.openshift else 0
+    return {"platform": f.platform, "nodes": nodes, "packages": packages}
+
+
+def start_simulators(state: Path) -> int:
+    env = dict(os.environ, PYTHONPATH=str(paths.DEVCLUSTER_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "kubegpu_devcluster.simulators", str(state)],
+                            stdout=open(state / "simulators.log", "ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True, env=env)
+    cluster.add_process(state, "simulators", proc.pid)
+    return proc.pid
+
+
+def up(state: Path, fleet_file: Path) -> None:
+    if cluster.read_state(state).get("ready") and cluster.running(state):
+        print(f"devcluster already running: KUBECONFIG={cluster.kubeconfig_path(state)}")
+        return
+    cluster.down(state)  # whatever a failed or crashed start left behind
+    t0 = time.monotonic()
+    seed = crds.seed_dir(paths.crds_dir())
+    record = cluster.up(state, seed=seed if seed.exists() else None)
+    t1 = time.monotonic()
+    try:
+        bootstrap(state)
+        n_crds = crds.load(dynamic_client(state, "sim-fleet"), paths.crds_dir())
+        if not seed.exists():
+            # Save etcd with the CRDs loaded, so the next start skips the slowest step.
+            cluster.stop(state)
+            crds.save_seed(state / "etcd-data", seed)
+            record = cluster.up(state)
+        t2 = time.monotonic()
+        summary = populate(state, fleet_file, record["server"])
+        t3 = time.monotonic()
+        start_simulators(state)
+    except Exception:
+        cluster.down(state)
+        raise
+    data = cluster.read_state(state)
+    data.update(ready=True, fleet=str(fleet_file), platform=summary["platform"])
+    (state / "state.json").write_text(json.dumps(data, indent=2))
+    print(f"devcluster up in {time.monotonic() - t0:.1f} s: API server {t1 - t0:.1f} s, {n_crds} CRDs "
+          f"{t2 - t1:.1f} s, {summary['nodes']} nodes ({summary['platform']}) {t3 - t2:.1f} s"
+          + (f", {summary['packages']} catalog packages" if summary["packages"] else ""))
+    print(f"export KUBECONFIG={cluster.kubeconfig_path(state)}")
+    print(f"audit log: {state / 'audit.log'}")
+
+
+def switch_fleet(state: Path, fleet_file: Path) -> dict:
+    record = cluster.read_state(state)
+    if not record.get("ready"):
+        raise SystemExit("devcluster is not running: make cluster-up first")
+    t0 = time.monotonic()
+    summary = populate(state, fleet_file, record["server"], replace=True)
+    record.update(fleet=str(fleet_file), platform=summary["platform"])
+    (state / "state.json").write_text(json.dumps(record, indent=2))
+    print(f"fleet {fleet_file.name}: {summary['nodes']} nodes ({summary['platform']}) in {time.monotonic() - t0:.1f} s")
+    return summary
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="kubegpu_devcluster", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up", help="start the cluster and load a fleet")
+    p_up.add_argument("--fleet", type=Path, default=Path(os.environ.get("FLEET") or DEFAULT_FLEET))
+    p_fleet = sub.add_parser("fleet", help="replace the running cluster's fleet with another")
+    p_fleet.add_argument("file", type=Path)
+    sub.add_parser("down", help="stop every process and remove the state folder")
+    args = parser.parse_args(argv)
+    state = paths.state_dir()
+    if args.command == "up":
+        up(state, args.fleet.resolve())
+    elif args.command == "fleet":
+        switch_fleet(state, args.file.resolve())
+    else:
+        cluster.down(state)
+        print("devcluster stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Start and stop the local cluster: etcd + kube-apiserver on loopback, RBAC on, JSON audit log, upstream CRDs.
+
+Every user is a client certificate: the admin (what the collection runs as), one user per simulator
+(group kubegpu:simulators, bound to cluster-admin), and `kubegpu-nobody` with no rights at all, so that
+tests can show RBAC refusing a request.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from . import certs, paths
+
+ADMIN = ("kubegpu-admin", ("system:masters",))
+NOBODY = ("kubegpu-nobody", ())
+SIMULATOR_GROUP = "kubegpu:simulators"
+# Simulated components, each with a user of its own; the fleet loader counts as one.
+SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "kube-controller-manager")
+
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    # One event per request, when the response is complete: verb, user, object and response code.
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [{"level": "Metadata"}],
+}
+
+
+def simulator_user(name: str) -> str:
+    return f"system:kubegpu-sim:{name}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _kubeconfig(state: Path, server: str, user_stem: str) -> dict:
+    pki = state / "pki"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "devcluster",
+                      "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")}}],
+        "users": [{"name": user_stem, "user": {"client-certificate": str(pki / f"{user_stem}.crt"),
+                                               "client-key": str(pki / f"{user_stem}.key")}}],
+        "contexts": [{"name": "devcluster", "context": {"cluster": "devcluster", "user": user_stem}}],
+        "current-context": "devcluster",
+    }
+
+
+def kubeconfig_path(state: Path, user: str = "admin") -> Path:
+    return state / ("kubeconfig" if user == "admin" else f"kubeconfig-{user}")
+
+
+def read_state(state: Path) -> dict:
+    f = state / "state.json"
+    return json.loads(f.read_text()) if f.exists() else {}
+
+
+def _write_state(state: Path, data: dict) -> None:
+    (state / "state.json").write_text(json.dumps(data, indent=2))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+def running(state: Path) -> bool:
+    pids = read_state(state).get("pids") or {}
+    return bool(pids) and all(_alive(p) for p in pids.values())
+
+
+def _wait_ready(server: str, state: Path, timeout: float) -> None:
+    pki = state / "pki"
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{server}/readyz", context=ctx, timeout=5) as r:
+                if r.status == 200:
+                    return
+        except Exception as e:  # the server is still starting: keep the reason for the timeout message
+            last = str(e)
+        time.sleep(0.3)
+    raise RuntimeError(f"kube-apiserver not ready after {timeout:.0f} s ({last}); see {state / 'apiserver.log'}")
+
+
+def up(state: Path, timeout: float = 90, seed: Path | None = None) -> dict:
+    """Start etcd and kube-apiserver (if not running) and write the kubeconfigs. Returns the state record.
+
+    `seed` is an etcd data folder saved earlier (CRDs already loaded): it is copied in and etcd starts from it
+    with --force-new-cluster, which rewrites the stored membership to this run's ports.
+    """
+    if running(state):
+        return read_state(state)
+    stop(state)  # leftovers of a crashed run; an existing etcd-data folder is reused
+    state.mkdir(parents=True, exist_ok=True)
+    bins = paths.bin_dir()
+    for b in ("etcd", "kube-apiserver"):
+        if not (bins / b).exists():
+            raise RuntimeError(f"{bins / b} is missing: run tools/devcluster/build.sh (make binaries)")
+
+    pki = state / "pki"
+    ca = certs.CertificateAuthority(pki)
+    ca.issue("apiserver", "kube-apiserver", server=True)
+    ca.issue("admin", ADMIN[0], ADMIN[1])
+    ca.issue("nobody", NOBODY[0], NOBODY[1])
+    for sim in SIMULATOR_USERS:
+        ca.issue(f"sim-{sim}", simulator_user(sim), (SIMULATOR_GROUP,))
+    sa_key = certs.service_account_keys(pki)
+    (state / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
+
+    seeded = []
+    if seed is not None and not (state / "etcd-data").exists():
+        shutil.copytree(seed, state / "etcd-data")
+        seeded = ["--force-new-cluster"]
+    etcd_port, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
+    server = f"https://127.0.0.1:{api_port}"
+    env = dict(os.environ, ETCD_UNSUPPORTED_ARCH=os.environ.get("ETCD_UNSUPPORTED_ARCH", ""))
+    etcd = subprocess.Popen(
+        [str(bins / "etcd"), "--name", "devcluster", "--data-dir", str(state / "etcd-data"),
+         "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+         "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+         "--listen-peer-urls", f"http://127.0.0.1:{etcd_peer}",
+         "--initial-advertise-peer-urls", f"http://127.0.0.1:{etcd_peer}",
+         "--initial-cluster", f"devcluster=http://127.0.0.1:{etcd_peer}",
+         # A throwaway cluster: durability is not worth the fsync latency.
+         "--unsafe-no-fsync", "--quota-backend-bytes", str(4 * 1024 ** 3), "--log-level", "warn"] + seeded,
+        stdout=open(state / "etcd.log", "ab"), stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    apiserver = subprocess.Popen(
+        [str(bins / "kube-apiserver"),
+         f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+         "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+         f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+         f"--client-ca-file={pki / 'ca.crt'}",
+         "--authorization-mode=RBAC",
+         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+         f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={sa_key}",
+         "--service-cluster-ip-range=10.96.0.0/16",
+         # No controller-manager runs here, so no `default` service account is ever created for pods.
+         "--disable-admission-plugins=ServiceAccount",
+         f"--audit-policy-file={state / 'audit-policy.yaml'}", f"--audit-log-path={state / 'audit.log'}",
+         "--audit-log-format=json", "--audit-log-mode=blocking", "--audit-log-maxsize=0",
+         "--profiling=false", "--v=1"],
+        stdout=open(state / "apiserver.log", "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+    record = {"server": server, "pids": {"etcd": etcd.pid, "kube-apiserver": apiserver.pid},
+              "ports": {"etcd": etcd_port, "kube-apiserver": api_port}}
+    _write_state(state, record)
+    kubeconfig_path(state).write_text(yaml.safe_dump(_kubeconfig(state, server, "admin")))
+    kubeconfig_path(state, "nobody").write_text(yaml.safe_dump(_kubeconfig(state, server, "nobody")))
+    for sim in SIMULATOR_USERS:
+        kubeconfig_path(state, f"sim-{sim}").write_text(yaml.safe_dump(_kubeconfig(state, server, f"sim-{sim}")))
+    for f in state.glob("kubeconfig*"):
+        f.chmod(0o600)
+    try:
+        _wait_ready(server, state, timeout)
+    except RuntimeError:
+        down(state)
+        raise
+    return record
+
+
+def add_process(state: Path, name: str, pid: int) -> None:
+    record = read_state(state)
+    record.setdefault("pids", {})[name] = pid
+    _write_state(state, record)
+
+
+def down(state: Path) -> None:
+    """Stop every process the cluster started and remove its state folder."""
+    stop(state)
+    if state.exists():
+        subprocess.run(["rm", "-rf", str(state)], check=False)
+
+
+def stop(state: Path) -> None:
+    """Stop every process the cluster started (SIGTERM, then SIGKILL after 15 s); keep the state folder."""
+    record = read_state(state)
+    pids = list(record.get("pids", {}).values())
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 15
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        for p in pids:  # reap our own children so they do not linger as zombies
+            try:
+                os.waitpid(p, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        time.sleep(0.1)
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if record:
+        record["pids"] = {}
+        _write_state(state, record)
+
+
+def main_down() -> None:  # pragma: no cover - CLI glue
+    down(paths.state_dir())
+    print("devcluster stopped", file=sys.stderr)

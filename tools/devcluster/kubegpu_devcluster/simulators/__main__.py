@@ -1,0 +1,34 @@
+"""Run every simulator until terminated: python -m kubegpu_devcluster.simulators <state dir>."""
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from ..cluster import kubeconfig_path
+from .gpu_operator import GpuOperatorSimulator
+from .namespaces import NamespaceSimulator
+from .olm import OlmSimulator
+
+SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator,
+              "kube-controller-manager": NamespaceSimulator}
+
+
+def main() -> None:
+    state = Path(sys.argv[1])
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(threadName)s %(levelname)s %(message)s")
+    running = [cls(str(kubeconfig_path(state, f"sim-{name}"))) for name, cls in SIMULATORS.items()]
+    for sim in running:
+        sim.start()
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    done.wait()
+    for sim in running:
+        sim.stop()
+
+
+if __name__ == "__main__":
+    main()

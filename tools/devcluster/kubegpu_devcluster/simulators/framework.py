@@ -1,0 +1,139 @@
+"""A minimal level-triggered controller runtime on the kubernetes client's watch.
+
+Watch threads turn events into keys on a delay queue; one worker per simulator fetches the object's current
+state and calls ``reconcile(kind, obj)`` (obj is None once deleted). Reconcilers ask for a later look with
+``requeue``; that is how simulated processes take time (a CSV installing, a MIG change in progress).
+"""
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from datetime import datetime, timezone
+
+from kubernetes import config as kube_config
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError
+
+KNOBS_NAMESPACE = "kubegpu-devcluster"
+KNOBS_CONFIGMAP = "simulator-knobs"
+log = logging.getLogger("simulators")
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def client_for(kubeconfig: str) -> DynamicClient:
+    # One discovery cache file per user: the default one is shared by every client on the machine and
+    # concurrent writers corrupt it.
+    return DynamicClient(kube_config.new_client_from_config(config_file=kubeconfig),
+                         cache_file=f"{kubeconfig}.discovery.json")
+
+
+class Knobs:
+    """Failure and timing knobs: keys `<simulator>.<knob>` in ConfigMap kubegpu-devcluster/simulator-knobs."""
+
+    def __init__(self, dyn: DynamicClient, prefix: str):
+        self._api = dyn.resources.get(api_version="v1", kind="ConfigMap")
+        self._prefix = prefix
+
+    def get(self, name: str, default: str = "") -> str:
+        try:
+            cm = self._api.get(name=KNOBS_CONFIGMAP, namespace=KNOBS_NAMESPACE)
+        except NotFoundError:
+            return default
+        return ((cm.data and cm.data.to_dict()) or {}).get(f"{self._prefix}.{name}", default)
+
+    def seconds(self, name: str, default: float) -> float:
+        return float(self.get(name, str(default)))
+
+
+class Simulator:
+    """Subclasses set ``name`` and ``watches`` ({kind: api_version}) and implement ``reconcile``."""
+
+    name = ""
+    watches: dict = {}
+
+    def __init__(self, kubeconfig: str):
+        self.dyn = client_for(kubeconfig)
+        self.knobs = Knobs(self.dyn, self.name)
+        self._queue: list = []
+        self._queued: dict = {}
+        self._cv = threading.Condition()
+        self._stop = threading.Event()
+
+    # -- helpers for reconcilers
+    def api(self, kind: str):
+        return self.dyn.resources.get(api_version=self.watches.get(kind) or self.extra_kinds[kind], kind=kind)
+
+    extra_kinds: dict = {}
+
+    def requeue(self, kind: str, namespace: str | None, name: str, after: float = 0.0) -> None:
+        key = (kind, namespace or None, name)
+        due = time.monotonic() + after
+        with self._cv:
+            if key in self._queued and self._queued[key] <= due:
+                return
+            self._queued[key] = due
+            heapq.heappush(self._queue, (due, key))
+            self._cv.notify()
+
+    def get(self, kind: str, namespace: str | None, name: str):
+        try:
+            return self.api(kind).get(name=name, namespace=namespace)
+        except NotFoundError:
+            return None
+
+    def reconcile(self, kind: str, key: tuple, obj) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- runtime
+    def _watch(self, kind: str) -> None:
+        api = self.api(kind)
+        while not self._stop.is_set():
+            try:
+                listing = api.get()
+                for item in listing.items:
+                    self.requeue(kind, item.metadata.namespace, item.metadata.name)
+                for event in self.dyn.watch(api, resource_version=listing.metadata.resourceVersion, timeout=60):
+                    meta = event["object"].metadata
+                    self.requeue(kind, meta.namespace, meta.name)
+                    if self._stop.is_set():
+                        return
+            except Exception as e:  # the API server restarted or the watch expired: list again
+                log.debug("%s: watch %s restarts: %s", self.name, kind, e)
+                time.sleep(0.5)
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            with self._cv:
+                while not self._queue or self._queue[0][0] > time.monotonic():
+                    wait = (self._queue[0][0] - time.monotonic()) if self._queue else 1.0
+                    self._cv.wait(timeout=max(0.01, min(wait, 1.0)))
+                    if self._stop.is_set():
+                        return
+                due, key = heapq.heappop(self._queue)
+                if self._queued.get(key) != due:
+                    continue
+                del self._queued[key]
+            kind, namespace, name = key
+            try:
+                self.reconcile(kind, key, self.get(kind, namespace, name))
+            except Exception:  # a conflict or a race with the collection: look again shortly
+                log.exception("%s: reconcile %s failed; retrying", self.name, key)
+                self.requeue(kind, namespace, name, after=0.5)
+
+    def start(self) -> list:
+        threads = [threading.Thread(target=self._watch, args=(k,), daemon=True, name=f"{self.name}-{k}")
+                   for k in self.watches]
+        threads.append(threading.Thread(target=self._work, daemon=True, name=f"{self.name}-worker"))
+        for t in threads:
+            t.start()
+        return threads
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._cv:
+            self._cv.notify_all()

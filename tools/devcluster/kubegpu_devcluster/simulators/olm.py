@@ -1,0 +1,187 @@
+"""OLM: Subscription -> InstallPlan (Manual or Automatic) -> ClusterServiceVersion -> Succeeded.
+
+Follows the flow in shared/reference/gpu-operator.md ("OLM flow"): the Subscription resolves against the
+catalog (PackageManifest), an InstallPlan names exactly one CSV, a Manual plan waits for spec.approved, the
+CSV passes Pending -> InstallReady -> Installing -> Succeeded and the Subscription records installedCSV.
+As in OLM, once a CSV is installed and the channel offers a newer one, the next InstallPlan appears at once
+(and waits for approval when Manual). Unknown package or channel -> condition ResolutionFailed.
+
+Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
+  olm.csv_seconds   how long a CSV takes from Pending to Succeeded (default 1)
+  olm.fail_csv      name of a CSV that ends in phase Failed
+  olm.hang_csv      name of a CSV that stays Installing forever
+"""
+from __future__ import annotations
+
+import secrets
+
+from ..catalog import MARKETPLACE_NS, csv_version
+from .framework import Simulator, now
+
+V1A1 = "operators.coreos.com/v1alpha1"
+PHASES = ["Pending", "InstallReady", "Installing", "Succeeded"]
+
+
+def _version_key(v: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in v.split("-")[0].split("."))
+
+
+class OlmSimulator(Simulator):
+    name = "olm"
+    watches = {"Subscription": V1A1, "InstallPlan": V1A1, "ClusterServiceVersion": V1A1}
+    extra_kinds = {"PackageManifest": "packages.operators.coreos.com/v1", "OperatorGroup": "operators.coreos.com/v1"}
+
+    def reconcile(self, kind, key, obj):
+        if obj is not None:
+            getattr(self, f"_{kind.lower()}")(obj.to_dict())
+
+    # -- Subscription
+    def _set_sub_status(self, sub: dict, status: dict) -> None:
+        sub["status"] = dict(sub.get("status") or {}, lastUpdated=now(), **status)
+        self.api("Subscription").status.replace(body=sub, namespace=sub["metadata"]["namespace"])
+
+    def _resolution_failed(self, sub: dict, message: str) -> None:
+        cond = {"type": "ResolutionFailed", "status": "True", "reason": "ConstraintsNotSatisfiable",
+                "message": message, "lastTransitionTime": now()}
+        current = [c for c in (sub.get("status") or {}).get("conditions", []) if c.get("type") == "ResolutionFailed"]
+        if current and current[0].get("message") == message:
+            return
+        self._set_sub_status(sub, {"conditions": [cond], "state": ""})
+
+    def _subscription(self, sub: dict) -> None:
+        spec, meta = sub["spec"], sub["metadata"]
+        status = sub.get("status") or {}
+        pkg = self.get("PackageManifest", MARKETPLACE_NS, spec["name"])
+        if pkg is None or pkg.status.catalogSource != spec["source"]:
+            return self._resolution_failed(sub, (
+                f"constraints not satisfiable: no operators found in package {spec['name']} in the catalog "
+                f"referenced by subscription {meta['name']}"))
+        pkg = pkg.to_dict()["status"]
+        channel_name = spec.get("channel") or pkg["defaultChannel"]
+        channel = next((c for c in pkg["channels"] if c["name"] == channel_name), None)
+        if channel is None:
+            return self._resolution_failed(sub, (
+                f"constraints not satisfiable: no operators found in channel {channel_name} of package "
+                f"{spec['name']} in the catalog referenced by subscription {meta['name']}"))
+        chain = [e["name"] for e in reversed(channel["entries"])]  # oldest first
+        installed = status.get("installedCSV")
+        if not installed:
+            target = spec.get("startingCSV") or chain[-1]
+            if target not in chain:
+                return self._resolution_failed(sub, (
+                    f"constraints not satisfiable: startingCSV {target} is not in channel {channel_name} of "
+                    f"package {spec['name']}"))
+        else:
+            newer = [c for c in chain if _version_key(csv_version(c)) > _version_key(csv_version(installed))]
+            if not newer:
+                if status.get("state") != "AtLatestKnown" or status.get("currentCSV") != installed:
+                    self._set_sub_status(sub, {"state": "AtLatestKnown", "currentCSV": installed, "conditions": []})
+                return
+            target = newer[0]  # upgrades go one CSV at a time along the channel
+        if status.get("currentCSV") == target and status.get("installPlanRef"):
+            return
+        approval = spec.get("installPlanApproval", "Automatic")
+        plans = self.api("InstallPlan").get(namespace=meta["namespace"]).items
+        created = next((p.to_dict() for p in plans if target in p.spec.clusterServiceVersionNames
+                        and any(o.uid == meta["uid"] for o in (p.metadata.ownerReferences or []))), None)
+        if created is None:
+            plan = {
+                "apiVersion": V1A1, "kind": "InstallPlan",
+                "metadata": {"name": f"install-{secrets.token_hex(3)[:5]}", "namespace": meta["namespace"],
+                             "ownerReferences": [{"apiVersion": V1A1, "kind": "Subscription",
+                                                  "name": meta["name"], "uid": meta["uid"]}],
+                             "labels": {f"operators.coreos.com/{spec['name']}.{meta['namespace']}": ""}},
+                "spec": {"approval": approval, "approved": approval == "Automatic",
+                         "clusterServiceVersionNames": [target], "generation": 1},
+            }
+            created = self.api("InstallPlan").create(body=plan, namespace=meta["namespace"]).to_dict()
+        if not created.get("status"):
+            created["status"] = {"phase": "RequiresApproval" if approval == "Manual" else "Installing",
+                                 "catalogSources": [spec["source"]]}
+            self.api("InstallPlan").status.replace(body=created, namespace=meta["namespace"])
+        plan_name = created["metadata"]["name"]
+        ref = {"apiVersion": V1A1, "kind": "InstallPlan", "name": plan_name, "namespace": meta["namespace"],
+               "uid": created["metadata"]["uid"]}
+        conditions = ([{"type": "InstallPlanPending", "status": "True", "reason": "RequiresApproval",
+                        "lastTransitionTime": now()}] if approval == "Manual" else [])
+        self._set_sub_status(sub, {"currentCSV": target, "installPlanRef": ref, "state": "UpgradePending",
+                                   "installplan": {"apiVersion": V1A1, "kind": "InstallPlan", "name": plan_name,
+                                                   "uuid": ref["uid"]},
+                                   "installPlanGeneration": 1, "conditions": conditions,
+                                   "catalogHealth": [{"catalogSourceRef": {"name": spec["source"],
+                                                                           "namespace": MARKETPLACE_NS},
+                                                      "healthy": True, "lastUpdated": now()}]})
+
+    # -- InstallPlan
+    def _installplan(self, plan: dict) -> None:
+        status = plan.get("status") or {}
+        if not plan["spec"].get("approved") or status.get("phase") == "Complete":
+            return
+        ns = plan["metadata"]["namespace"]
+        target = plan["spec"]["clusterServiceVersionNames"][0]
+        package = target.split(".")[0]
+        pkg = self.get("PackageManifest", MARKETPLACE_NS, package)
+        examples = "[]"
+        if pkg is not None:
+            for ch in pkg.to_dict()["status"]["channels"]:
+                if any(e["name"] == target for e in ch["entries"]):
+                    examples = ch["currentCSVDesc"]["annotations"]["alm-examples"]
+        previous = None
+        if pkg is not None:
+            for ch in pkg.to_dict()["status"]["channels"]:
+                names = [e["name"] for e in reversed(ch["entries"])]
+                if target in names and names.index(target) > 0:
+                    previous = names[names.index(target) - 1]
+        csv = {
+            "apiVersion": V1A1, "kind": "ClusterServiceVersion",
+            "metadata": {"name": target, "namespace": ns,
+                         "annotations": {"alm-examples": examples, "olm.targetNamespaces": ns},
+                         "labels": {f"operators.coreos.com/{package}.{ns}": ""}},
+            "spec": {"displayName": package, "version": csv_version(target),
+                     "install": {"strategy": "deployment", "spec": {"deployments": []}},
+                     "customresourcedefinitions": {"owned": []}},
+        }
+        if previous:
+            csv["spec"]["replaces"] = previous
+        if self.get("ClusterServiceVersion", ns, target) is None:
+            self.api("ClusterServiceVersion").create(body=csv, namespace=ns)
+        plan["status"] = dict(status, phase="Complete")
+        self.api("InstallPlan").status.replace(body=plan, namespace=ns)
+
+    # -- ClusterServiceVersion
+    def _set_phase(self, csv: dict, phase: str, reason: str, message: str) -> None:
+        csv["status"] = dict(csv.get("status") or {}, phase=phase, reason=reason, message=message,
+                             lastUpdateTime=now(), lastTransitionTime=now())
+        self.api("ClusterServiceVersion").status.replace(body=csv, namespace=csv["metadata"]["namespace"])
+
+    def _clusterserviceversion(self, csv: dict) -> None:
+        meta = csv["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        phase = (csv.get("status") or {}).get("phase", "")
+        if phase in ("Succeeded", "Failed"):
+            return
+        groups = self.dyn.resources.get(api_version="operators.coreos.com/v1", kind="OperatorGroup").get(namespace=ns)
+        if not groups.items:
+            return self._set_phase(csv, "Failed", "NoOperatorGroup",
+                                   f"csv in namespace {ns} with no operatorgroups")
+        step = self.knobs.seconds("csv_seconds", 1.0) / 3
+        if phase == "Installing" and self.knobs.get("hang_csv") == name:
+            return self.requeue("ClusterServiceVersion", ns, name, after=1.0)
+        if phase == "Installing" and self.knobs.get("fail_csv") == name:
+            return self._set_phase(csv, "Failed", "InstallComponentFailed",
+                                   "install strategy failed: Deployment gpu-operator: pods not available "
+                                   "(simulated failure)")
+        nxt = PHASES[PHASES.index(phase) + 1] if phase in PHASES else PHASES[0]
+        self._set_phase(csv, nxt, {"Pending": "RequirementsUnknown", "InstallReady": "AllRequirementsMet",
+                                   "Installing": "InstallWaiting", "Succeeded": "InstallSucceeded"}[nxt],
+                        "simulated install")
+        if nxt != "Succeeded":
+            return self.requeue("ClusterServiceVersion", ns, name, after=step)
+        replaced = csv["spec"].get("replaces")
+        if replaced and self.get("ClusterServiceVersion", ns, replaced) is not None:
+            self.api("ClusterServiceVersion").delete(name=replaced, namespace=ns)
+        for sub in self.api("Subscription").get(namespace=ns).items:
+            sub = sub.to_dict()
+            if (sub.get("status") or {}).get("currentCSV") == name:
+                self._set_sub_status(sub, {"installedCSV": name, "state": "AtLatestKnown", "conditions": []})
+                self.requeue("Subscription", ns, sub["metadata"]["name"])
