@@ -12,7 +12,7 @@ short_description: Describe a cluster's GPUs, GPU Operator, DRA and serving stac
 version_added: 0.1.0
 description:
   - Reads the cluster and returns its platform (OpenShift or Kubernetes) and version, the GPU nodes grouped
-    by physical GPU model with node and GPU counts, allocatable GPU resources and sharing state, the GPU
+    by physical GPU model and by node pool with node and GPU counts, allocatable GPU resources and sharing state, the GPU
     Operator install and ClusterPolicy state, the Dynamic Resource Allocation API versions served, and
     which parts of the serving stack (KServe, Knative, KEDA, OpenShift AI) are present.
   - Makes only list and get requests; the number of requests does not grow with the number of nodes.
@@ -60,6 +60,13 @@ gpu_nodes:
       C(mig_states) (node count per C(config=state)) and, when asked, C(node_names).
   returned: always
   type: dict
+pools:
+  description:
+    - One entry per node pool (nodes labelled C(kubegpu.io/node-pool) by M(kubegpu.platform.gpu_node_pools)) with
+      C(name), C(nodes), C(products), C(allocatable) (GPU resources summed over its nodes), C(sharing) and C(mig_states).
+  returned: always
+  type: list
+  elements: dict
 gpu_operator:
   description: Whether the GPU Operator is installed, how (olm or helm), its version and namespace, and each ClusterPolicy's state and conditions.
   returned: always
@@ -78,6 +85,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module im
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_summary import (
     gpu_operator_status,
     summarize_gpu_nodes,
+    summarize_pools,
 )
 
 
@@ -121,7 +129,8 @@ def serving_info(cluster):
 
 def gather(module):
     cluster = module.cluster
-    summary = summarize_gpu_nodes(cluster.list("v1", "Node"))
+    nodes = cluster.list("v1", "Node")
+    summary = summarize_gpu_nodes(nodes)
     if not module.params["include_node_names"]:
         for model in summary["models"]:
             del model["node_names"]
@@ -135,6 +144,7 @@ def gather(module):
         "changed": False,
         "platform": platform_info(cluster),
         "gpu_nodes": summary,
+        "pools": summarize_pools(nodes),
         "gpu_operator": operator,
         "dra": dra_info(cluster),
         "serving": serving_info(cluster),

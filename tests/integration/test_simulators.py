@@ -44,7 +44,7 @@ def _approve(dc, ns, plan):
 def test_olm_manual_install_then_next_plan_waits(dc):
     dc.fleet("default")
     ns = _install(dc, "v26.3", starting="gpu-operator-certified.v26.3.2")
-    plans = wait_for(lambda: _plans(dc, ns), what="an InstallPlan")
+    plans = wait_for(lambda: [p for p in _plans(dc, ns) if (p.status or {}).get("phase")], what="an InstallPlan with status")
     assert [(p.spec.clusterServiceVersionNames, p.spec.approved, p.status.phase) for p in plans] == \
         [(["gpu-operator-certified.v26.3.2"], False, "RequiresApproval")]
     _approve(dc, ns, plans[0])
@@ -94,6 +94,16 @@ def _state(dc, name):
     return (cp.status or {}).get("state"), [c["reason"] for c in ((cp.status or {}).get("conditions") or [])]
 
 
+def _stop_operators(dc):
+    """Earlier tests of the session may have installed the operator (OLM or Helm style): remove it."""
+    for api_version, kind, selector in (("apps/v1", "Deployment", "app.kubernetes.io/component=gpu-operator"),
+                                        (V1A1, "ClusterServiceVersion", None)):
+        api = dc.admin.resources.get(api_version=api_version, kind=kind)
+        for item in api.get(label_selector=selector).items if selector else api.get().items:
+            if kind == "Deployment" or item.metadata.name.startswith("gpu-operator-certified."):
+                api.delete(name=item.metadata.name, namespace=item.metadata.namespace)
+
+
 def _delete_policies(dc):
     api = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
     for cp in api.get().items:
@@ -103,6 +113,7 @@ def _delete_policies(dc):
 def test_cluster_policy_goes_ready_only_with_operator_running(dc):
     dc.fleet("kubernetes")
     _delete_policies(dc)
+    _stop_operators(dc)
     _policy(dc, "cluster-policy")
     assert _state(dc, "cluster-policy") == (None, [])      # nobody runs the operator yet
     deploy = {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -110,7 +121,8 @@ def test_cluster_policy_goes_ready_only_with_operator_running(dc):
               "spec": {"selector": {"matchLabels": {"app": "gpu-operator"}},
                        "template": {"metadata": {"labels": {"app": "gpu-operator"}},
                                     "spec": {"containers": [{"name": "gpu-operator", "image": "sim"}]}}}}
-    dc.admin.resources.get(api_version="v1", kind="Namespace").create(body={"metadata": {"name": "gpu-operator"}})
+    dc.admin.resources.get(api_version="v1", kind="Namespace").server_side_apply(
+        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}}, field_manager="tests")
     dc.admin.resources.get(api_version="apps/v1", kind="Deployment").create(body=deploy, namespace="gpu-operator")
     wait_for(lambda: _state(dc, "cluster-policy")[0] == "notReady", what="notReady")
     wait_for(lambda: _state(dc, "cluster-policy") == ("ready", ["Reconciled", "Reconciled"]), what="ready")

@@ -27,4 +27,8 @@ minor=$(echo "$kube" | cut -d. -f2)
 v=k8s.io/component-base/version
 build_one kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver \
   "-X $v.gitVersion=$kube -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
+# Same for helm: an unstamped build reports "v3.22", and kubernetes.core.helm reads `helm version`.
+helm=$(cd "$here/build/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v3)
+build_one helm helm.sh/helm/v3/cmd/helm \
+  "-X helm.sh/helm/v3/internal/version.version=$helm -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 echo "$cache/bin"

@@ -90,6 +90,33 @@ def summarize_gpu_nodes(nodes):
     return {"nodes": len(nodes), "gpu_nodes": gpu_nodes, "models": ordered}
 
 
+POOL_LABEL = "kubegpu.io/node-pool"
+
+
+def summarize_pools(nodes):
+    """Per node pool (label kubegpu.io/node-pool): node count, GPU product(s), allocatable GPU resources summed,
+    sharing strategies and MIG states, so capacity can be read per pool rather than per node."""
+    pools = {}
+    for node in nodes:
+        labels = _labels(node)
+        name = labels.get(POOL_LABEL)
+        if not name:
+            continue
+        entry = pools.setdefault(name, {"name": name, "nodes": 0, "products": [], "allocatable": {}, "sharing": {},
+                                        "mig_states": {}})
+        entry["nodes"] += 1
+        product = base_product(labels.get("nvidia.com/gpu.product", "")) or "unknown"
+        if product not in entry["products"]:
+            entry["products"].append(product)
+        for resource, value in _gpu_allocatable(node).items():
+            _bump(entry["allocatable"], resource, value)
+        state = sharing_state(labels)
+        _bump(entry["sharing"], state["strategy"])
+        if "mig_state" in state:
+            _bump(entry["mig_states"], state["mig_state"])
+    return [dict(p, products=sorted(p["products"])) for dummy, p in sorted(pools.items())]
+
+
 def _csv_version(name):
     tail = name.split(".", 1)[1] if "." in name else ""
     return tail[1:] if tail.startswith("v") else tail

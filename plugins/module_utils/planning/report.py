@@ -60,4 +60,10 @@ def cluster_report(info):
             for m in nodes["models"]]
     lines.extend(_table(["GPU model", "Nodes", "GPUs", "Memory", "MIG", "Allocatable", "Sharing", "MIG config"],
                         rows or [["(no GPU nodes)", 0, 0, "-", "-", "-", "-", "-"]]))
+    pools = info.get("pools") or []
+    if pools:
+        lines.append("")
+        lines.extend(_table(["Node pool", "Nodes", "GPU model", "Allocatable", "Sharing", "MIG state"],
+                            [[p["name"], p["nodes"], ", ".join(p["products"]), _counts(p["allocatable"]),
+                              _counts(p["sharing"]), _counts(p["mig_states"])] for p in pools]))
     return lines

@@ -26,7 +26,7 @@ ADMIN = ("kubegpu-admin", ("system:masters",))
 NOBODY = ("kubegpu-nobody", ())
 SIMULATOR_GROUP = "kubegpu:simulators"
 # Simulated components, each with a user of its own; the fleet loader counts as one.
-SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "kube-controller-manager")
+SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "kube-controller-manager", "mig-manager", "device-plugin")
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",

@@ -43,3 +43,60 @@ def gpu(model: str) -> Gpu:
         return GPUS[model]
     except KeyError:
         raise ValueError(f"unknown GPU model {model!r} in fleet file (known: {', '.join(sorted(GPUS))})") from None
+
+
+# -- MIG (shared/reference/gpu-operator.md "Profiles (MIG User Guide)" and gpu-node-labels.md "default-mig-parted-config")
+# Per MIG-capable model: profile -> (memory slices, max count). A GPU has 8 memory slices and 7 compute slices
+# (A30: 4 and 4); a profile "<n>g.<mem>gb" takes n compute slices. "+me" profiles (media extensions) are the
+# 1-slice profile with the GPU's only set of media engines, hence at most one.
+_MIG_80GB = {"1g.10gb": (1, 7), "1g.10gb+me": (1, 1), "1g.20gb": (2, 4), "2g.20gb": (2, 3), "3g.40gb": (4, 2),
+             "4g.40gb": (4, 1), "7g.80gb": (8, 1)}
+MIG_PROFILES = {
+    "A30": {"1g.6gb": (1, 4), "1g.6gb+me": (1, 1), "2g.12gb": (2, 2), "2g.12gb+me": (2, 1), "4g.24gb": (4, 1)},
+    "A100-40GB": {"1g.5gb": (1, 7), "1g.5gb+me": (1, 1), "1g.10gb": (2, 4), "2g.10gb": (2, 3), "3g.20gb": (4, 2),
+                  "4g.20gb": (4, 1), "7g.40gb": (8, 1)},
+    "A100-80GB": _MIG_80GB,
+    "A100-80GB-PCIE": _MIG_80GB,
+    "H100-80GB": _MIG_80GB,
+    "H100-PCIE": _MIG_80GB,
+    "H100-94GB": {"1g.12gb": (1, 7), "1g.12gb+me": (1, 1), "1g.24gb": (2, 4), "2g.24gb": (2, 3), "3g.47gb": (4, 2),
+                  "4g.47gb": (4, 1), "7g.94gb": (8, 1)},
+    "GH200": {"1g.12gb": (1, 7), "1g.12gb+me": (1, 1), "1g.24gb": (2, 4), "2g.24gb": (2, 3), "3g.48gb": (4, 2),
+              "4g.48gb": (4, 1), "7g.96gb": (8, 1)},
+    "H200": {"1g.18gb": (1, 7), "1g.18gb+me": (1, 1), "1g.35gb": (2, 4), "2g.35gb": (2, 3), "3g.71gb": (4, 2),
+             "4g.71gb": (4, 1), "7g.141gb": (8, 1)},
+    "B200": {"1g.23gb": (1, 7), "1g.23gb+me": (1, 1), "1g.45gb": (2, 4), "2g.45gb": (2, 3), "3g.90gb": (4, 2),
+             "4g.90gb": (4, 1), "7g.180gb": (8, 1)},
+}
+# all-balanced per GPU (default-mig-parted-config, by device filter).
+_BALANCED_80GB = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+MIG_BALANCED = {
+    "A30": {"1g.6gb": 2, "2g.12gb": 1},
+    "A100-40GB": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1},
+    "A100-80GB": _BALANCED_80GB,
+    "A100-80GB-PCIE": _BALANCED_80GB,
+    "H100-80GB": _BALANCED_80GB,
+    "H100-PCIE": _BALANCED_80GB,
+    "H100-94GB": {"1g.12gb": 2, "2g.24gb": 1, "3g.47gb": 1},
+    "GH200": {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1},
+    "H200": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
+    "B200": {"1g.23gb": 2, "2g.45gb": 1, "3g.90gb": 1},
+}
+
+
+def mig_slices(model: str) -> tuple:
+    """(memory slices, compute slices) of one GPU of the model."""
+    return (4, 4) if model == "A30" else (8, 7)
+
+
+def model_by_product(product: str) -> str | None:
+    """The hardware key of a gpu.product label, with GFD's -MIG-<profile> and -SHARED suffixes removed."""
+    base = product.split("-MIG-")[0]
+    if base.endswith("-SHARED"):
+        base = base[:-len("-SHARED")]
+    return next((key for key, g in GPUS.items() if g.product == base), None)
+
+
+def device_id(model: str) -> str:
+    """The PCI id as mig-parted's device-filter writes it: 0x<device><vendor>, e.g. 0x233010DE."""
+    return f"0x{GPUS[model].pci_device}10DE"

@@ -8,12 +8,15 @@ import threading
 from pathlib import Path
 
 from ..cluster import kubeconfig_path
+from .device_plugin import DevicePluginSimulator
 from .gpu_operator import GpuOperatorSimulator
+from .mig_manager import MigManagerSimulator
 from .namespaces import NamespaceSimulator
 from .olm import OlmSimulator
 
 SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator,
-              "kube-controller-manager": NamespaceSimulator}
+              "kube-controller-manager": NamespaceSimulator, "mig-manager": MigManagerSimulator,
+              "device-plugin": DevicePluginSimulator}
 
 
 def main() -> None:

@@ -1,9 +1,22 @@
-"""GPU Operator status: a ClusterPolicy goes notReady -> ready once the operator runs (shared/reference/gpu-operator.md).
+"""GPU Operator: ClusterPolicy status and the operand DaemonSets (shared/reference/gpu-operator.md).
 
 The operator "runs" when a gpu-operator-certified CSV has Succeeded (OLM) or a Deployment labelled
-app.kubernetes.io/component=gpu-operator exists (Helm). Before that nobody writes ClusterPolicy status, as
-on a real cluster. A second ClusterPolicy gets state `ignored`. Every spec change (new generation) passes
-through notReady (OperandNotReady) again, as the operator rolls its operands.
+app.kubernetes.io/component=gpu-operator exists (Helm); the operator namespace is that CSV's (preferred) or
+that Deployment's namespace. Before that nobody writes ClusterPolicy status, as on a real cluster. A second
+ClusterPolicy gets state `ignored`. Every spec change (new generation) passes through notReady
+(OperandNotReady) again, as the operator rolls its operands. status.namespace is the operator namespace.
+
+Operands: for the reconciled ClusterPolicy the operator keeps two apps/v1 DaemonSets in its namespace, owned by
+the policy (ownerReferences) as upstream: `nvidia-device-plugin-daemonset` (unless spec.devicePlugin.enabled is
+false) and `nvidia-mig-manager` (unless spec.migManager.enabled is false). No pod ever runs (there is no
+kubelet); the device-plugin and mig-manager simulators act for them. Their pod templates carry what the real
+operator puts there: MIG_STRATEGY (spec.mig.strategy, default single), the device-plugin ConfigMap
+(spec.devicePlugin.config.name, volume `config`) and DEFAULT_CONFIG (spec.devicePlugin.config.default), the
+mig-parted ConfigMap (spec.migManager.config.name, volume `mig-parted-config`). Like the real operator, a
+change of those rewrites the template (so the pods "restart"), tracked with the annotation
+nvidia.com/last-applied-hash; template annotations such as kubectl.kubernetes.io/restartedAt (a rollout
+restart) are left alone. Upstream the DaemonSets exist only while their ClusterPolicy does (they are its
+operands); with no garbage collector here, this simulator deletes them once their owner is gone.
 
 Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
   gpu-operator.ready_seconds   time from a new generation to ready (default 1)
@@ -11,11 +24,19 @@ Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+
+from kubernetes.dynamic.exceptions import NotFoundError
 
 from .framework import Simulator, now
 
 CP = "nvidia.com/v1"
+DEVICE_PLUGIN_DS = "nvidia-device-plugin-daemonset"
+MIG_MANAGER_DS = "nvidia-mig-manager"
+HASH_ANNOTATION = "nvidia.com/last-applied-hash"
+MANAGED_BY = "app.kubernetes.io/managed-by"
 
 
 def _conditions(ready: bool, reason: str, message: str) -> list:
@@ -28,57 +49,171 @@ def _conditions(ready: bool, reason: str, message: str) -> list:
     ]
 
 
+def _env(container: dict) -> dict:
+    return {e["name"]: e.get("value", "") for e in container.get("env") or []}
+
+
+def pod_env(ds: dict) -> dict:
+    """All env values of a DaemonSet's pod template (every container), as the simulators read them."""
+    env = {}
+    for c in ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []:
+        env.update(_env(c))
+    return env
+
+
+def pod_configmap(ds: dict, volume: str) -> str:
+    """The ConfigMap mounted as `volume` in a DaemonSet's pod template, or ""."""
+    for v in ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("volumes") or []:
+        if v.get("name") == volume and v.get("configMap"):
+            return v["configMap"].get("name") or ""
+    return ""
+
+
+def _operand(name: str, deploy_label: str, containers: list, volumes: list) -> dict:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "labels": {"app": name, MANAGED_BY: "gpu-operator"}},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels},
+                         "spec": {"nodeSelector": {deploy_label: "true"}, "containers": containers,
+                                  "volumes": volumes}},
+        },
+    }
+
+
+def operand_daemonsets(spec: dict) -> dict:
+    """The DaemonSets the operator wants for a ClusterPolicy spec: {name: body} (no namespace or owner yet)."""
+    wanted = {}
+    strategy = (spec.get("mig") or {}).get("strategy") or "single"
+    plugin = spec.get("devicePlugin") or {}
+    if plugin.get("enabled", True) is not False:
+        config = plugin.get("config") or {}
+        env = [{"name": "MIG_STRATEGY", "value": strategy}]
+        volumes = []
+        if config.get("name"):
+            env += [{"name": "CONFIG_FILE", "value": "/config/config.yaml"},
+                    {"name": "DEFAULT_CONFIG", "value": config.get("default") or ""}]
+            volumes.append({"name": "config", "configMap": {"name": config["name"]}})
+        wanted[DEVICE_PLUGIN_DS] = _operand(DEVICE_PLUGIN_DS, "nvidia.com/gpu.deploy.device-plugin", [
+            {"name": "nvidia-device-plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:simulated", "env": env}],
+            volumes)
+    manager = spec.get("migManager") or {}
+    if manager.get("enabled", True) is not False:
+        config = manager.get("config") or {}
+        env = [{"name": "DEFAULT_MIG_CONFIG", "value": config.get("default") or "all-disabled"}]
+        volumes = []
+        if config.get("name"):
+            env.append({"name": "CONFIG_FILE", "value": "/mig-parted-config/config.yaml"})
+            volumes.append({"name": "mig-parted-config", "configMap": {"name": config["name"]}})
+        wanted[MIG_MANAGER_DS] = _operand(MIG_MANAGER_DS, "nvidia.com/gpu.deploy.mig-manager", [
+            {"name": "nvidia-mig-manager", "image": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:simulated",
+             "env": env}], volumes)
+    return wanted
+
+
 class GpuOperatorSimulator(Simulator):
     name = "gpu-operator"
     watches = {"ClusterPolicy": CP, "ClusterServiceVersion": "operators.coreos.com/v1alpha1",
-               "Deployment": "apps/v1"}
+               "Deployment": "apps/v1", "DaemonSet": "apps/v1"}
     extra_kinds = {"Node": "v1"}
 
     def __init__(self, kubeconfig: str):
         super().__init__(kubeconfig)
         self._rollouts = {}   # uid -> (generation, monotonic time at which it is ready)
 
+    def _operator_namespace(self) -> str | None:
+        csvs = sorted(self.api("ClusterServiceVersion").get().items,
+                      key=lambda c: (c.metadata.namespace, c.metadata.name))
+        for c in csvs:
+            if c.metadata.name.startswith("gpu-operator-certified.") and (c.status or {}).get("phase") == "Succeeded":
+                return c.metadata.namespace
+        deployments = self.api("Deployment").get(label_selector="app.kubernetes.io/component=gpu-operator").items
+        return sorted(d.metadata.namespace for d in deployments)[0] if deployments else None
+
     def _operator_running(self) -> bool:
-        csvs = self.api("ClusterServiceVersion").get().items
-        if any(c.metadata.name.startswith("gpu-operator-certified.") and (c.status or {}).get("phase") == "Succeeded"
-               for c in csvs):
-            return True
-        return bool(self.api("Deployment").get(label_selector="app.kubernetes.io/component=gpu-operator").items)
+        return self._operator_namespace() is not None
 
     def reconcile(self, kind, key, obj):
         if kind != "ClusterPolicy":
-            for cp in self.api("ClusterPolicy").get().items:
+            policies = self.api("ClusterPolicy").get().items
+            for cp in policies:
                 self.requeue("ClusterPolicy", None, cp.metadata.name)
+            if kind == "DaemonSet" and not policies:
+                self._collect_garbage()
             return
-        if obj is None or not self._operator_running():
+        if obj is None:
+            return self._collect_garbage()
+        namespace = self._operator_namespace()
+        if namespace is None:
             return
         cp = obj.to_dict()
-        meta, status = cp["metadata"], cp.get("status") or {}
+        meta = cp["metadata"]
         policies = sorted(self.api("ClusterPolicy").get().items,
                           key=lambda p: (p.metadata.creationTimestamp, p.metadata.name))
         if policies and policies[0].metadata.name != meta["name"]:
             return self._write(cp, "ignored", _conditions(False, "ReconcileFailed",
-                                                          "duplicate ClusterPolicy: only one is reconciled"))
+                                                          "duplicate ClusterPolicy: only one is reconciled"), namespace)
+        self._ensure_operands(cp, namespace)
         never = self.knobs.get("never_ready")
         if never:
-            return self._write(cp, "notReady", _conditions(False, never, f"{never}: simulated failure"))
+            return self._write(cp, "notReady", _conditions(False, never, f"{never}: simulated failure"), namespace)
         gpu_nodes = self.api("Node").get(label_selector="feature.node.kubernetes.io/pci-10de.present=true").items
         if not gpu_nodes:
-            return self._write(cp, "notReady", _conditions(False, "NoGPUNodes", "no GPU nodes in the cluster"))
+            return self._write(cp, "notReady", _conditions(False, "NoGPUNodes", "no GPU nodes in the cluster"),
+                               namespace)
         generation = meta.get("generation", 1)
         rollout = self._rollouts.get(meta["uid"])
         if rollout is None or rollout[0] != generation:
             rollout = (generation, time.monotonic() + self.knobs.seconds("ready_seconds", 1.0))
             self._rollouts[meta["uid"]] = rollout
-            self._write(cp, "notReady", _conditions(False, "OperandNotReady", "operands are rolling out"))
+            self._write(cp, "notReady", _conditions(False, "OperandNotReady", "operands are rolling out"), namespace)
         if time.monotonic() < rollout[1]:
             return self.requeue("ClusterPolicy", None, meta["name"], after=rollout[1] - time.monotonic())
-        self._write(cp, "ready", _conditions(True, "Reconciled", "ClusterPolicy is ready"))
+        self._write(cp, "ready", _conditions(True, "Reconciled", "ClusterPolicy is ready"), namespace)
 
-    def _write(self, cp: dict, state: str, conditions: list) -> None:
+    def _write(self, cp: dict, state: str, conditions: list, namespace: str) -> None:
         old = cp.get("status") or {}
-        if old.get("state") == state and [c.get("reason") for c in old.get("conditions", [])] == \
-                [c["reason"] for c in conditions]:
+        if old.get("state") == state and old.get("namespace") == namespace and \
+                [c.get("reason") for c in old.get("conditions", [])] == [c["reason"] for c in conditions]:
             return
-        cp["status"] = dict(old, state=state, conditions=conditions, namespace=old.get("namespace", ""))
+        cp["status"] = dict(old, state=state, conditions=conditions, namespace=namespace)
         self.api("ClusterPolicy").status.replace(body=cp)
+
+    # -- operands
+    def _ensure_operands(self, cp: dict, namespace: str) -> None:
+        meta = cp["metadata"]
+        owner = [{"apiVersion": CP, "kind": "ClusterPolicy", "name": meta["name"], "uid": meta["uid"],
+                  "controller": True, "blockOwnerDeletion": True}]
+        wanted = operand_daemonsets(cp.get("spec") or {})
+        api = self.api("DaemonSet")
+        for name in (DEVICE_PLUGIN_DS, MIG_MANAGER_DS):
+            current = self.get("DaemonSet", namespace, name)
+            body = wanted.get(name)
+            if body is None:
+                if current is not None:
+                    api.delete(name=name, namespace=namespace)
+                continue
+            digest = hashlib.sha256(json.dumps(body["spec"], sort_keys=True).encode()).hexdigest()[:16]
+            if current is None:
+                body["metadata"].update(namespace=namespace, ownerReferences=owner,
+                                        annotations={HASH_ANNOTATION: digest})
+                api.create(body=body, namespace=namespace)
+            elif (current.metadata.annotations or {}).get(HASH_ANNOTATION) != digest:
+                # Only the operator's own fields: template annotations (a rollout restart) stay as they are.
+                patch = {"metadata": {"annotations": {HASH_ANNOTATION: digest}, "ownerReferences": owner},
+                         "spec": {"template": {"spec": body["spec"]["template"]["spec"]}}}
+                api.patch(name=name, namespace=namespace, body=patch, content_type="application/merge-patch+json")
+
+    def _collect_garbage(self) -> None:
+        """What the garbage collector does upstream: operands whose ClusterPolicy is gone are deleted."""
+        owners = {cp.metadata.uid for cp in self.api("ClusterPolicy").get().items}
+        api = self.api("DaemonSet")
+        for ds in api.get(label_selector=f"{MANAGED_BY}=gpu-operator").items:
+            refs = [r for r in (ds.metadata.ownerReferences or []) if r.kind == "ClusterPolicy"]
+            if refs and not any(r.uid in owners for r in refs):
+                try:
+                    api.delete(name=ds.metadata.name, namespace=ds.metadata.namespace)
+                except NotFoundError:
+                    pass

@@ -110,3 +110,23 @@ def test_operator_via_helm_reads_chart_version():
 def test_operator_absent():
     status = gpu_operator_status([], [], [])
     assert (status["installed"], status["method"], status["cluster_policies"]) == (False, None, [])
+
+
+def test_pools_sum_capacity_per_pool_label():
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_summary import summarize_pools
+    nodes = [
+        node("h1", dict(H100, **{"kubegpu.io/node-pool": "llm", "nvidia.com/mig.config": "kubegpu-llm-1"}),
+             {"nvidia.com/mig-1g.10gb": "16", "nvidia.com/gpu": "0"}),
+        node("h2", dict(H100, **{"kubegpu.io/node-pool": "llm", "nvidia.com/mig.config": "kubegpu-llm-1",
+                                 "nvidia.com/mig.config.state": "pending"}), {"nvidia.com/mig-1g.10gb": "0"}),
+        node("l1", {"kubegpu.io/node-pool": "embed", "nvidia.com/gpu.product": "NVIDIA-L40S-SHARED",
+                    "nvidia.com/gpu.sharing-strategy": "time-slicing"}, {"nvidia.com/gpu": "16"}),
+        node("free", H100, {"nvidia.com/gpu": "8"}),
+    ]
+    assert summarize_pools(nodes) == [
+        {"name": "embed", "nodes": 1, "products": ["NVIDIA-L40S"], "allocatable": {"nvidia.com/gpu": 16},
+         "sharing": {"time-slicing": 1}, "mig_states": {}},
+        {"name": "llm", "nodes": 2, "products": ["NVIDIA-H100-80GB-HBM3"],
+         "allocatable": {"nvidia.com/mig-1g.10gb": 16, "nvidia.com/gpu": 0},
+         "sharing": {"mig": 2}, "mig_states": {"success": 1, "pending": 1}},
+    ]

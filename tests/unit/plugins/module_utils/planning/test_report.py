@@ -53,3 +53,14 @@ def test_no_operator_and_no_gpus():
     assert lines[1] == "GPU Operator: not installed"
     assert lines[2].startswith("DRA:          not served")
     assert lines[-1].startswith("(no GPU nodes)")
+
+
+def test_pool_table_follows_the_model_table():
+    info = dict(INFO, pools=[{"name": "llm-h100", "nodes": 2, "products": ["NVIDIA-H100-80GB-HBM3"],
+                              "allocatable": {"nvidia.com/mig-1g.10gb": 32}, "sharing": {"mig": 2},
+                              "mig_states": {"success": 2}}])
+    lines = cluster_report(info)
+    start = lines.index("", lines.index("") + 1)
+    header, dummy, row = lines[start + 1:start + 4]
+    assert header.split() == ["Node", "pool", "Nodes", "GPU", "model", "Allocatable", "Sharing", "MIG", "state"]
+    assert row.split() == ["llm-h100", "2", "NVIDIA-H100-80GB-HBM3", "nvidia.com/mig-1g.10gb=32", "mig=2", "success=2"]

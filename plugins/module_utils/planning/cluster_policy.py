@@ -1,0 +1,391 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The GPU Operator's ClusterPolicy and NVIDIADriver objects: base, user settings, and what is refused.
+
+The desired ClusterPolicy spec is a base deep-merged with the user's settings (upstream field names):
+on OpenShift the base is the ClusterPolicy of the installed CSV's alm-examples (an empty spec fails, and OLM never
+updates the policy on upgrade, so the collection reconciles it); on Kubernetes it is what the Helm chart renders
+from its default values. Dead fields and enum values the operator would reject or ignore are refused before
+anything is written (shared/reference/gpu-operator.md). Pure: plain dicts in, plain dicts out.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import csv_version, version_key
+
+CLUSTER_POLICY_API = "nvidia.com/v1"
+NVIDIA_DRIVER_API = "nvidia.com/v1alpha1"
+OPENSHIFT_DEFAULT_NAME = "gpu-cluster-policy"   # alm-examples of gpu-operator-certified
+KUBERNETES_DEFAULT_NAME = "cluster-policy"      # the Helm chart's
+OLM_PACKAGE = "gpu-operator-certified"
+
+# Values of the upstream Helm chart (deployments/gpu-operator/values.yaml, v26.7.0, commit a22dbf6) that
+# reach the ClusterPolicy: reference "Vanilla k8s (Helm)" plus the `enabled` switches of the sections the CRD
+# requires. Images, probes and resources are left out: the chart sets them and they are not ours to reconcile.
+# Keys that only steer the chart (nfd, nvidiaDriverCRD.deployDefaultCR/driverType/nodeSelector, config.create,
+# config.data) are mapped or dropped by `chart_spec`, as the chart's templates/clusterpolicy.yaml does.
+CHART_VALUES = {
+    "nfd": {"enabled": True},
+    "psa": {"enabled": False},
+    "cdi": {"enabled": True, "nriPluginEnabled": False},
+    "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container"},
+    "daemonsets": {"priorityClassName": "system-node-critical", "updateStrategy": "RollingUpdate",
+                   "rollingUpdate": {"maxUnavailable": "1"},
+                   "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+    "operator": {},
+    "mig": {"strategy": "single"},
+    "driver": {
+        "enabled": True,
+        "nvidiaDriverCRD": {"enabled": False, "deployDefaultCR": True, "driverType": "gpu", "nodeSelector": {}},
+        "kernelModuleType": "auto",
+        "usePrecompiled": False,
+        "rdma": {"enabled": False, "useHostMofed": False},
+        "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": "25%"},
+    },
+    "toolkit": {"enabled": True},
+    "devicePlugin": {"enabled": True, "config": {"create": False, "name": "", "default": "", "data": {}}},
+    "dcgm": {"enabled": False},
+    "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
+    "gfd": {"enabled": True},
+    "migManager": {"enabled": True, "config": {"default": "all-disabled", "create": False, "name": "", "data": {}}},
+    "nodeStatusExporter": {"enabled": False},
+    "gds": {"enabled": False},
+    "gdrcopy": {"enabled": False},
+    "vgpuManager": {"enabled": False},
+    "vgpuDeviceManager": {"enabled": True},
+    "vfioManager": {"enabled": True},
+    "sandboxDevicePlugin": {"enabled": True},
+}
+
+# api/nvidia/v1/clusterpolicy_types.go v26.7.0
+SECTIONS = ("operator", "daemonsets", "driver", "toolkit", "devicePlugin", "dcgmExporter", "dcgm",
+            "nodeStatusExporter", "gfd", "mig", "migManager", "psp", "psa", "validator", "gds", "gdrcopy",
+            "sandboxWorkloads", "vfioManager", "sandboxDevicePlugin", "vgpuManager", "vgpuDeviceManager", "cdi",
+            "kataManager", "ccManager", "hostPaths", "kataSandboxDevicePlugin")
+
+# Fields the operator no longer reads: path -> what to use instead.
+DEAD_FIELDS = {
+    "cdi.default": "cdi.enabled (CDI is on by default since v25.10)",
+    "operator.defaultRuntime": "nothing: the operator detects the container runtime itself",
+    "driver.useOpenKernelModules": "driver.kernelModuleType: open, proprietary or auto (ignored since v25.3)",
+}
+
+POLICY_ENUMS = {
+    "driver.kernelModuleType": ("auto", "open", "proprietary"),
+    "mig.strategy": ("none", "single", "mixed"),
+    "sandboxWorkloads.defaultWorkload": ("container", "vm-passthrough", "vm-vgpu"),
+}
+DRIVER_ENUMS = {
+    "driverType": ("gpu", "vgpu", "vgpu-host-manager"),
+    "kernelModuleType": ("auto", "open", "proprietary"),
+}
+# NVIDIADriver fields the CRD declares immutable (x-kubernetes-validations self == oldSelf), with their defaults.
+IMMUTABLE_DRIVER_FIELDS = {"driverType": "gpu", "usePrecompiled": False}
+
+# Set by other stages (gpu_node_pools points them at its ConfigMaps): kept as the cluster has them unless the
+# task's settings name them, so that the two never undo each other.
+KEEP_LIVE_DEFAULT = ("devicePlugin.config", "migManager.config")
+
+
+class PolicyError(Exception):
+    """The desired policy is refused; the message names the field, the value, what is valid and what to do."""
+
+
+def deep_merge(base, override):
+    """base with override merged in: mappings key by key, anything else (lists too) replaced; None removes a key."""
+    if not isinstance(base, dict) or not isinstance(override, dict):
+        return copy.deepcopy(override)
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def get_path(obj, path, default=None):
+    """obj['a']['b'] for path 'a.b', or default when any step is missing."""
+    for key in path.split("."):
+        if not isinstance(obj, dict) or key not in obj:
+            return default
+        obj = obj[key]
+    return obj
+
+
+def has_path(obj, path):
+    marker = object()
+    return get_path(obj, path, marker) is not marker
+
+
+def set_path(obj, path, value):
+    keys = path.split(".")
+    for key in keys[:-1]:
+        obj = obj.setdefault(key, {})
+    obj[keys[-1]] = copy.deepcopy(value)
+
+
+def drop_path(obj, path):
+    keys = path.split(".")
+    parent = get_path(obj, ".".join(keys[:-1])) if len(keys) > 1 else obj
+    if isinstance(parent, dict):
+        parent.pop(keys[-1], None)
+
+
+def chart_spec(values=None):
+    """The ClusterPolicy spec the Helm chart renders from `values` (default: CHART_VALUES)."""
+    values = copy.deepcopy(CHART_VALUES if values is None else values)
+    values.pop("nfd", None)
+    driver = values.get("driver") or {}
+    crd = driver.pop("nvidiaDriverCRD", None) or {}
+    driver["useNvidiaDriverCRD"] = bool(crd.get("enabled"))
+    if driver["useNvidiaDriverCRD"]:  # the chart leaves these to the NVIDIADriver CRs
+        driver.pop("kernelModuleType", None)
+        driver.pop("usePrecompiled", None)
+    for section in ("devicePlugin", "migManager"):
+        config = (values.get(section) or {}).get("config")
+        if isinstance(config, dict):
+            config.pop("create", None)
+            config.pop("data", None)
+            if section == "migManager" and not config.get("name"):
+                config.pop("name", None)
+    cdi = values.get("cdi") or {}
+    if not (cdi.get("enabled") and cdi.get("nriPluginEnabled")):
+        cdi.pop("nriPluginEnabled", None)
+    return values
+
+
+def alm_examples(csv):
+    """The alm-examples annotation of a CSV, parsed. Raises PolicyError naming the CSV when it is absent or broken."""
+    meta = csv.get("metadata") or {}
+    raw = (meta.get("annotations") or {}).get("alm-examples")
+    if not raw:
+        raise PolicyError("ClusterServiceVersion {0}/{1} has no alm-examples annotation: cannot build the "
+                          "ClusterPolicy from it; pass the full spec in settings".format(meta.get("namespace"),
+                                                                                         meta.get("name")))
+    try:
+        examples = json.loads(raw)
+    except ValueError as e:
+        raise PolicyError("ClusterServiceVersion {0}/{1}: alm-examples is not valid JSON ({2})".format(
+            meta.get("namespace"), meta.get("name"), e))
+    if not isinstance(examples, list):
+        raise PolicyError("ClusterServiceVersion {0}/{1}: alm-examples is not a list of objects".format(
+            meta.get("namespace"), meta.get("name")))
+    return examples
+
+
+def example_of(csv, kind):
+    """(name, spec) of the first alm-examples entry of `kind`, or raises PolicyError."""
+    for example in alm_examples(csv):
+        if isinstance(example, dict) and example.get("kind") == kind:
+            return (example.get("metadata") or {}).get("name"), copy.deepcopy(example.get("spec") or {})
+    meta = csv.get("metadata") or {}
+    raise PolicyError("ClusterServiceVersion {0}/{1}: alm-examples has no {2} entry".format(
+        meta.get("namespace"), meta.get("name"), kind))
+
+
+def pick_operator_csv(csvs):
+    """The GPU Operator CSV among a namespace's CSVs: Succeeded first, then the newest version; None if none."""
+    mine = [c for c in csvs if c["metadata"]["name"].startswith(OLM_PACKAGE + ".")]
+    if not mine:
+        return None
+
+    def key(c):
+        version = (c.get("spec") or {}).get("version") or csv_version(c["metadata"]["name"])
+        return ((c.get("status") or {}).get("phase") == "Succeeded"), version_key(version)
+    return sorted(mine, key=key)[-1]
+
+
+def strip_dead_fields(spec):
+    """A copy of spec without the dead fields, and a warning for each one removed (old alm-examples carry them)."""
+    out = copy.deepcopy(spec)
+    warnings = []
+    for path, instead in sorted(DEAD_FIELDS.items()):
+        if has_path(out, path):
+            drop_path(out, path)
+            warnings.append("base ClusterPolicy: dropped {0}, which the operator ignores (use {1})".format(path, instead))
+    return out, warnings
+
+
+def check_settings(settings):
+    """Refuse settings the operator would ignore or that are not ClusterPolicy spec sections. Raises PolicyError."""
+    if not isinstance(settings, dict):
+        raise PolicyError("settings must be a mapping of ClusterPolicy spec sections (e.g. cdi: {{enabled: true}}), "
+                          "got {0!r}".format(settings))
+    problems = []
+    for key in sorted(settings):
+        if key not in SECTIONS:
+            problems.append("settings.{0}: not a ClusterPolicy spec section (the API server would drop it); valid: "
+                            "{1}".format(key, ", ".join(sorted(SECTIONS))))
+        elif settings[key] is not None and not isinstance(settings[key], dict):
+            problems.append("settings.{0}: must be a mapping of its fields (e.g. {0}: {{enabled: true}}), got "
+                            "{1!r}".format(key, settings[key]))
+    for path, instead in sorted(DEAD_FIELDS.items()):
+        if has_path(settings, path):
+            problems.append("settings.{0}: dead field, the operator ignores it ({0}: {1!r}); use {2}".format(
+                path, get_path(settings, path), instead))
+    if problems:
+        raise PolicyError("; ".join(problems))
+
+
+def check_enums(spec, enums, prefix):
+    """Refuse enum values the CRD would reject, naming field, value and the valid values. Raises PolicyError."""
+    problems = []
+    for path, valid in sorted(enums.items()):
+        if has_path(spec, path) and get_path(spec, path) not in valid:
+            problems.append("{0}{1}: {2!r} is not valid; valid: {3}".format(
+                prefix, path, get_path(spec, path), ", ".join(valid)))
+    if problems:
+        raise PolicyError("; ".join(problems))
+
+
+def desired_spec(base, settings, live_spec=None, keep_live=KEEP_LIVE_DEFAULT):
+    """The full ClusterPolicy spec to apply, and warnings. Raises PolicyError before anything is written.
+
+    base deep-merged with settings; for each keep_live path the settings do not name, the live value (when the live
+    policy has one) wins over the base, so fields another stage owns are carried, not reset.
+    """
+    settings = settings or {}
+    check_settings(settings)
+    base, warnings = strip_dead_fields(base or {})
+    spec = deep_merge(base, settings)
+    for path in keep_live or ():
+        if not has_path(settings, path) and has_path(live_spec or {}, path):
+            set_path(spec, path, get_path(live_spec, path))
+    check_enums(spec, POLICY_ENUMS, "spec.")
+    return spec, warnings
+
+
+def policy_object(name, spec):
+    return {"apiVersion": CLUSTER_POLICY_API, "kind": "ClusterPolicy", "metadata": {"name": name}, "spec": spec}
+
+
+def check_single_policy(policies, name):
+    """The GPU Operator reconciles one ClusterPolicy (others go `ignored`): refuse to create a second one."""
+    others = sorted(p["metadata"]["name"] for p in policies if p["metadata"]["name"] != name)
+    if others and not any(p["metadata"]["name"] == name for p in policies):
+        raise PolicyError("ClusterPolicy {0} already exists and the GPU Operator reconciles only one (a second is set "
+                          "to state ignored): set name: {0} to manage it, or delete it first".format(others[0]))
+
+
+# -- NVIDIADriver
+
+
+def driver_objects(drivers, spec):
+    """NVIDIADriver objects for the `nvidia_drivers` option. Raises PolicyError on bad entries."""
+    if not drivers:
+        return []
+    if not get_path(spec, "driver.useNvidiaDriverCRD"):
+        raise PolicyError("nvidia_drivers needs settings.driver.useNvidiaDriverCRD: true; without it the operator "
+                          "ignores NVIDIADriver objects and installs the driver from the ClusterPolicy")
+    out, seen = [], set()
+    for i, entry in enumerate(drivers):
+        name = (entry or {}).get("name")
+        if not name:
+            raise PolicyError("nvidia_drivers[{0}]: name is required".format(i))
+        if name in seen:
+            raise PolicyError("nvidia_drivers: {0} is listed twice".format(name))
+        seen.add(name)
+        dspec = entry.get("spec") or {}
+        if not isinstance(dspec, dict):
+            raise PolicyError("nvidia_drivers[{0}] ({1}): spec must be a mapping, got {2!r}".format(i, name, dspec))
+        if "useOpenKernelModules" in dspec:
+            raise PolicyError("NVIDIADriver {0}: spec.useOpenKernelModules is a dead field; use spec.kernelModuleType: "
+                              "open, proprietary or auto".format(name))
+        check_enums(dspec, DRIVER_ENUMS, "NVIDIADriver {0}: spec.".format(name))
+        out.append({"apiVersion": NVIDIA_DRIVER_API, "kind": "NVIDIADriver", "metadata": {"name": name},
+                    "spec": copy.deepcopy(dspec)})
+    return out
+
+
+def immutable_changes(desired, current):
+    """Immutable NVIDIADriver fields the desired object would change on the live one: [(field, live, wanted)]."""
+    if current is None:
+        return []
+    out = []
+    for field, default in sorted(IMMUTABLE_DRIVER_FIELDS.items()):
+        if field not in desired.get("spec", {}):
+            continue
+        live = (current.get("spec") or {}).get(field, default)
+        if desired["spec"][field] != live:
+            out.append((field, live, desired["spec"][field]))
+    return out
+
+
+def check_immutable(desired_drivers, current_drivers):
+    """Refuse changes to immutable NVIDIADriver fields, explaining what to do. Raises PolicyError."""
+    problems = []
+    for obj in desired_drivers:
+        name = obj["metadata"]["name"]
+        for field, live, wanted in immutable_changes(obj, current_drivers.get(name)):
+            problems.append("NVIDIADriver {0}: spec.{1} is {2!r}, the task wants {3!r}".format(name, field, live, wanted))
+    if problems:
+        raise PolicyError("; ".join(problems) + ". driverType and usePrecompiled are immutable upstream: delete the "
+                          "NVIDIADriver and let this task create it again, which rebuilds the driver on the nodes it "
+                          "selects (their GPU workloads stop meanwhile)")
+
+
+# -- comparing and describing
+
+
+def leaf_paths(obj, prefix=""):
+    """{dotted path: value} of every leaf of a mapping (lists and empty mappings are leaves)."""
+    if not isinstance(obj, dict) or not obj:
+        return {prefix: obj} if prefix else {}
+    out = {}
+    for key, value in obj.items():
+        out.update(leaf_paths(value, "{0}.{1}".format(prefix, key) if prefix else str(key)))
+    return out
+
+
+def field_diff(desired, live):
+    """(before, after): {dotted path: value} of the desired leaves the live object lacks or has otherwise."""
+    before, after = {}, {}
+    for path, value in sorted(leaf_paths(desired).items()):
+        marker = object()
+        have = get_path(live or {}, path, marker)
+        if have is marker:
+            before[path] = None
+            after[path] = value
+        elif have != value and not (value == {} and isinstance(have, dict)):
+            before[path] = have
+            after[path] = value
+    return before, after
+
+
+def policy_status(obj):
+    """(state, conditions as type/status/reason/message) of a ClusterPolicy or NVIDIADriver."""
+    status = (obj or {}).get("status") or {}
+    return status.get("state"), [dict((k, c.get(k)) for k in ("type", "status", "reason", "message"))
+                                 for c in status.get("conditions") or []]
+
+
+def describe_conditions(conditions):
+    return "; ".join("{0}={1} (reason {2}): {3}".format(c["type"], c["status"], c["reason"], c["message"] or "-")
+                     for c in conditions) or "no conditions"
+
+
+def readiness(obj, generation=None):
+    """('ready' | 'ignored' | 'waiting', detail) for a ClusterPolicy just read.
+
+    A condition that records an observedGeneration older than `generation` is from before our change: not ready yet.
+    """
+    state, conditions = policy_status(obj)
+    stale = generation is not None and any(
+        c.get("observedGeneration") is not None and c["observedGeneration"] < generation
+        for c in ((obj or {}).get("status") or {}).get("conditions") or [])
+    if state == "ready" and not stale:
+        return "ready", "ready"
+    if state == "ignored":
+        return "ignored", ("ClusterPolicy {0} is ignored by the GPU Operator: another ClusterPolicy is the one it "
+                           "reconciles ({1})".format(obj["metadata"]["name"], describe_conditions(conditions)))
+    if not state:
+        return "waiting", "no status yet"
+    return "waiting", "state {0}: {1}".format(state, describe_conditions(conditions))

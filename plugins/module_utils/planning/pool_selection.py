@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which nodes each pool takes: selectors, machinesets, and pools that overlap.
+
+A pool needs a selector, machinesets, or both; with both a node must match both. A selector is
+matched with Kubernetes semantics (NotIn and DoesNotExist also match nodes without the key)
+against the node's labels, nvidia.com/gpu.product taken without the suffixes GFD adds once a
+node is shared (-SHARED, -MIG-<profile>), so that sharing never takes a node out of its pool.
+A machineset matches the nodes whose annotation machine.openshift.io/machine is
+openshift-machine-api/<machineset>-<suffix>.
+
+resolve_pools finds each pool's nodes and refuses overlaps: a node belongs to one pool. Every
+function is pure: nodes are the plain dicts the access layer returns.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import base_product
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
+    MACHINE_API_NAMESPACE,
+    PoolError,
+)
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MACHINE_ANNOTATION = "machine.openshift.io/machine"
+_OVERLAP_NODES_SHOWN = 5
+# Machine names are <machineset>-<random suffix>; a suffix without '-' keeps machineset "gpu"
+# from claiming the machines of machineset "gpu-h100".
+_MACHINE_SUFFIX = re.compile(r"^[a-z0-9]+$")
+
+
+def node_name(node):
+    """Return a Node's metadata.name."""
+    return node["metadata"]["name"]
+
+
+def node_labels(node):
+    """Return a Node's labels, {} when it has none."""
+    return (node.get("metadata") or {}).get("labels") or {}
+
+
+def selector_matches(selector, labels):
+    """True when labels satisfy every matchLabels pair and every matchExpressions requirement.
+
+    Kubernetes semantics: NotIn and DoesNotExist also match nodes without the key.
+    """
+    for key, value in selector.get("matchLabels", {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator = expression["key"], expression["operator"]
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in expression["values"]):
+            return False
+        if operator == "NotIn" and present and labels[key] in expression["values"]:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def machineset_of(node):
+    """Return the MachineSet a node's machine belongs to, None when the node has no machine annotation.
+
+    The annotation is openshift-machine-api/<machineset>-<suffix>; machines of another namespace
+    are not MachineSet machines of the Machine API.
+    """
+    machine = ((node.get("metadata") or {}).get("annotations") or {}).get(MACHINE_ANNOTATION, "")
+    namespace, dummy, name = machine.partition("/")
+    if namespace != MACHINE_API_NAMESPACE:
+        return None
+    machineset, dummy, suffix = name.rpartition("-")
+    return machineset if machineset and _MACHINE_SUFFIX.match(suffix) else None
+
+
+def _selection_labels(labels):
+    """The labels a pool selector is matched against: nvidia.com/gpu.product without GFD's suffixes.
+
+    GFD renames the product once a node is shared (-SHARED, -MIG-<profile>): a pool that selects
+    NVIDIA-L40S would lose its own nodes as soon as time-slicing applied, and release them on the
+    next run. Selecting by the physical product keeps the pool stable.
+    """
+    product = labels.get(PRODUCT_LABEL)
+    if not product:
+        return labels
+    return dict(labels, **{PRODUCT_LABEL: base_product(product)})
+
+
+def pool_selects(pool, node):
+    """True when the pool's selector and machinesets, those it has, all match the node."""
+    if pool.selector is not None and not selector_matches(pool.selector, _selection_labels(node_labels(node))):
+        return False
+    return not pool.machinesets or machineset_of(node) in pool.machinesets
+
+
+def resolve_pools(pools, nodes):
+    """Return {pool name: [node dicts sorted by name]} in pool order; a pool may select no node.
+
+    Raises PoolError when two pools select the same node, naming both pools and up to five of
+    the nodes they share.
+    """
+    ordered = sorted(nodes, key=node_name)
+    selected = dict((pool.name, [node for node in ordered if pool_selects(pool, node)]) for pool in pools)
+    names = dict((pool.name, set(node_name(node) for node in selected[pool.name])) for pool in pools)
+    for index, pool in enumerate(pools):
+        for other in pools[index + 1:]:
+            shared = sorted(names[pool.name] & names[other.name])
+            if shared:
+                more = len(shared) - _OVERLAP_NODES_SHOWN
+                raise PoolError(
+                    "pools '%s' and '%s' both select node%s %s%s; a node belongs to one pool (narrow one pool's "
+                    "selector or machinesets, e.g. with a NotIn expression)"
+                    % (pool.name, other.name, "s" if len(shared) > 1 else "",
+                       ", ".join(shared[:_OVERLAP_NODES_SHOWN]), " and %d more" % more if more > 0 else "")
+                )
+    return selected

@@ -1,0 +1,295 @@
+"""MIG Manager: mig-parted's reconfigure on a node whose nvidia.com/mig.config label changes.
+
+Follows shared/reference/gpu-operator.md ("MIG", "Pain points", "Timing") and gpu-node-labels.md ("Labels
+during changes"); where they are silent, NVIDIA/mig-parted pkg/mig/reconfigure/reconfigure.go. Acts only
+where a mig-manager pod would run: while DaemonSet `nvidia-mig-manager` exists (the gpu-operator simulator
+keeps it for the reconciled ClusterPolicy) and on nodes labelled nvidia.com/mig.capable=true and
+nvidia.com/gpu.deploy.mig-manager=true.
+
+The configuration applied last is recorded on the node in the annotation devcluster.kubegpu.io/mig-applied
+(its name) and devcluster.kubegpu.io/mig-geometry (per GPU index: null for MIG disabled, else
+{profile: count}, JSON); a node without them has all-disabled applied, as the fleets start. When the label
+differs from the applied name (and the label was not already tried and failed: mig-manager acts on a label
+change, and once on each label when its pod starts, i.e. when the DaemonSet's pod template changes):
+
+1. The mig-parted document is the ConfigMap named by the DaemonSet's `mig-parted-config` volume (the
+   ClusterPolicy's spec.migManager.config.name; key config.yaml) in the DaemonSet's namespace. Without a
+   name, the configs the operator generates per node since v26.3 from the hardware
+   (kubegpu_devcluster.hardware): all-disabled, all-enabled, all-<profile> ('+' written '.', as
+   mig-parted's builder does) and all-balanced. A named ConfigMap that does not exist: the mig-manager pod
+   cannot start (its volume is missing), nothing happens until it exists. The ConfigMap's content is read at
+   each reconfiguration. The name comes from the DaemonSet, so a label set right after a change of
+   spec.migManager.config, before the operator has rewritten the DaemonSet, meets the old pods and the old
+   configs (upstream has the same race): wait for the ClusterPolicy's new generation to be ready first.
+2. The selected name missing from the document (or a document that does not parse): state `failed` at once,
+   before anything is paused (`assert --valid-config` runs first upstream).
+3. The selected geometry equal to the applied one: `success` at once ("already applied").
+4. Otherwise mig.config.state=pending and every nvidia.com/gpu.deploy.{device-plugin,gpu-feature-discovery,
+   dcgm-exporter,dcgm,nvsm,client} that is "true" becomes paused-for-mig-change (client: mig-parted v0.15 /
+   GPU Operator 26.7, per the reference; upstream also pauses labels that are absent, this simulator does
+   not add labels). After `mig-manager.seconds` the geometry is applied: an unknown profile for the GPU
+   model, a count above the profile's maximum, more memory slices than the GPU has (8; A30 4) or more
+   compute slices (7; A30 4) -> `failed`, the paused labels back to "true", the applied annotations
+   unchanged. So does a config none of whose entries applies to the node's GPU (device-filter not
+   matching): that is this local cluster's choice, to make a wrong filter visible; real mig-parted skips
+   such entries and reports success with the geometry unchanged. Entries apply to the GPUs selected by
+   `devices` (all or indices); GPUs no entry selects keep their geometry, as upstream.
+5. Success: the paused labels back to "true", the applied annotations written, and state `success` in the
+   same request. As upstream (reference "Timing"), success comes BEFORE the device plugin has re-registered:
+   allocatable catches up later (device-plugin simulator).
+
+Not simulated: WITH_REBOOT (state rebooting), host GPU clients, pod evictions.
+
+Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
+  mig-manager.seconds      time a reconfiguration spends pending (default 1)
+  mig-manager.fail_nodes   comma-separated node names whose reconfiguration ends in `failed`
+  mig-manager.hang_nodes   comma-separated node names that stay pending with paused labels for as long as
+                           they are listed (gpu-operator#2833: GPU-client shutdown timeout)
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import yaml
+
+from .. import hardware
+from .framework import Simulator, log
+from .gpu_operator import MIG_MANAGER_DS, pod_configmap
+
+CONFIG_LABEL = "nvidia.com/mig.config"
+STATE_LABEL = "nvidia.com/mig.config.state"
+APPLIED_ANNOTATION = "devcluster.kubegpu.io/mig-applied"
+GEOMETRY_ANNOTATION = "devcluster.kubegpu.io/mig-geometry"
+GPUS_ANNOTATION = "devcluster.kubegpu.io/gpus"
+PAUSED = "paused-for-mig-change"
+PAUSED_OPERANDS = tuple(f"nvidia.com/gpu.deploy.{o}" for o in
+                        ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm", "client"))
+
+
+class MigConfigError(Exception):
+    """A mig-parted config that cannot be applied to the node's GPUs."""
+
+
+def node_model(labels: dict) -> str | None:
+    return hardware.model_by_product(labels.get("nvidia.com/gpu.product", ""))
+
+
+def physical_gpus(labels: dict, annotations: dict) -> int:
+    """The node's GPU count: the fleet's gpu.count, kept in an annotation once GFD may rewrite the label."""
+    try:
+        return int(annotations.get(GPUS_ANNOTATION) or labels.get("nvidia.com/gpu.count") or 0)
+    except ValueError:
+        return 0
+
+
+def applied_geometry(annotations: dict, count: int) -> list:
+    """Per GPU: None (MIG disabled) or {profile: count}. Missing or unreadable: all disabled."""
+    try:
+        geometry = json.loads(annotations.get(GEOMETRY_ANNOTATION) or "null")
+    except ValueError:
+        geometry = None
+    if not isinstance(geometry, list) or len(geometry) != count:
+        return [None] * count
+    return geometry
+
+
+def generated_configs(model: str) -> dict:
+    """The per-node configs the operator generates (v26.3+, mig-parted builder) for GPUs of one model."""
+    configs = {"all-disabled": [{"devices": "all", "mig-enabled": False}],
+               "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}]}
+    for profile, (_slices, most) in sorted(hardware.MIG_PROFILES.get(model, {}).items()):
+        configs[f"all-{profile.replace('+', '.')}"] = [{"devices": "all", "mig-enabled": True,
+                                                        "mig-devices": {profile: most}}]
+    if model in hardware.MIG_BALANCED:
+        configs["all-balanced"] = [{"devices": "all", "mig-enabled": True,
+                                    "mig-devices": dict(hardware.MIG_BALANCED[model])}]
+    return configs
+
+
+def check_geometry(model: str, devices: dict) -> None:
+    profiles = hardware.MIG_PROFILES.get(model, {})
+    memory_total, compute_total = hardware.mig_slices(model)
+    memory = compute = 0
+    for profile, count in devices.items():
+        if profile not in profiles:
+            raise MigConfigError(f"MIG profile {profile} is not supported on {model}")
+        if not isinstance(count, int) or count < 0:
+            raise MigConfigError(f"invalid count {count!r} for MIG profile {profile}")
+        slices, most = profiles[profile]
+        if count > most:
+            raise MigConfigError(f"at most {most} x {profile} fit on {model}, asked for {count}")
+        memory += slices * count
+        compute += int(profile.split("g.")[0]) * count
+    if memory > memory_total or compute > compute_total:
+        raise MigConfigError(f"geometry {devices} does not fit on {model}: {memory}/{memory_total} memory "
+                             f"slices, {compute}/{compute_total} compute slices")
+
+
+def plan(model: str, current: list, entries) -> list:
+    """The geometry after applying a mig-parted config (a list of entries) to GPUs now in `current`."""
+    if not isinstance(entries, list) or not entries:
+        raise MigConfigError("the selected mig-config is not a list of entries")
+    result = list(current)
+    matched = False
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise MigConfigError("a mig-config entry is not a mapping")
+        wanted_filter = entry.get("device-filter")
+        if isinstance(wanted_filter, str):
+            wanted_filter = [wanted_filter]
+        if wanted_filter and hardware.device_id(model).lower() not in [str(f).lower() for f in wanted_filter]:
+            continue
+        devices = entry.get("devices", "all")
+        indices = range(len(current)) if devices == "all" else \
+            [i for i in (devices if isinstance(devices, list) else []) if isinstance(i, int) and 0 <= i < len(current)]
+        enabled = bool(entry.get("mig-enabled"))
+        mig_devices = entry.get("mig-devices") or {}
+        if not isinstance(mig_devices, dict):
+            raise MigConfigError("mig-devices is not a mapping")
+        if not enabled and mig_devices:
+            raise MigConfigError("mig-devices given with mig-enabled false")
+        if enabled:
+            check_geometry(model, mig_devices)
+        for i in indices:
+            matched = True
+            result[i] = {p: c for p, c in mig_devices.items() if c} if enabled else None
+    if not matched:
+        raise MigConfigError(f"no entry of the config applies to this node's GPUs ({hardware.device_id(model)})")
+    return result
+
+
+def _names(value: str) -> set:
+    return {n.strip() for n in value.split(",") if n.strip()}
+
+
+class MigManagerSimulator(Simulator):
+    name = "mig-manager"
+    watches = {"Node": "v1", "DaemonSet": "apps/v1"}
+    extra_kinds = {"ConfigMap": "v1"}
+
+    def __init__(self, kubeconfig: str):
+        super().__init__(kubeconfig)
+        self._jobs = {}     # node name -> {"uid", "config", "geometry" or "error", "due", "paused"}
+        self._failed = {}   # node uid -> the label value that failed (retried after a label change or a restart)
+        self._pods = None   # the DaemonSet's uid and pod template: a change restarts the mig-manager pods
+
+    def _daemonset(self) -> dict | None:
+        items = self.api("DaemonSet").get(field_selector=f"metadata.name={MIG_MANAGER_DS}").items
+        return sorted((d.to_dict() for d in items), key=lambda d: d["metadata"]["namespace"])[0] if items else None
+
+    def _patch(self, name: str, labels: dict, annotations: dict | None = None) -> None:
+        meta = {"labels": labels}
+        if annotations:
+            meta["annotations"] = annotations
+        self.api("Node").patch(name=name, body={"metadata": meta}, content_type="application/merge-patch+json")
+
+    def reconcile(self, kind, key, obj):
+        if kind == "DaemonSet":
+            if key[2] != MIG_MANAGER_DS:
+                return
+            sig = None if obj is None else json.dumps([obj.metadata.uid, obj.to_dict()["spec"].get("template")],
+                                                      sort_keys=True)
+            if sig != self._pods:   # the pods (re)started: each looks at its node's label once, failed or not
+                self._pods = sig
+                self._failed.clear()
+                for node in self.api("Node").get(label_selector="nvidia.com/mig.capable=true").items:
+                    self.requeue("Node", None, node.metadata.name)
+            return
+        name = key[2]
+        if obj is None:
+            self._jobs.pop(name, None)
+            return
+        node = obj.to_dict()
+        meta = node["metadata"]
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        job = self._jobs.get(name)
+        if job is not None and job["uid"] != meta["uid"]:   # the node was replaced (fleet reloaded)
+            del self._jobs[name]
+            job = None
+        if job is not None:
+            return self._progress(node, job)
+        if labels.get("nvidia.com/mig.capable") != "true" or labels.get("nvidia.com/gpu.deploy.mig-manager") != "true":
+            return
+        wanted = labels.get(CONFIG_LABEL)
+        applied = annotations.get(APPLIED_ANNOTATION, "all-disabled")
+        state = labels.get(STATE_LABEL)
+        if not wanted or (wanted == applied and state == "success") or \
+                (state == "failed" and self._failed.get(meta["uid"]) == wanted):
+            return
+        ds = self._daemonset()
+        if ds is None:   # no mig-manager pod runs: label changes wait for it
+            return
+        if wanted == applied:   # e.g. the label set back after a failure: "already applied"
+            self._failed.pop(meta["uid"], None)
+            return self._patch(name, dict(self._restored(labels), **{STATE_LABEL: "success"}))
+        self._start(node, ds, wanted)
+
+    @staticmethod
+    def _restored(labels: dict) -> dict:
+        return {k: "true" for k in PAUSED_OPERANDS if labels.get(k) == PAUSED}
+
+    def _fail(self, node: dict, config: str, reason: str) -> None:
+        meta = node["metadata"]
+        log.info("mig-manager: %s: config %s failed: %s", meta["name"], config, reason)
+        self._failed[meta["uid"]] = config
+        labels = meta.get("labels") or {}
+        self._patch(meta["name"], dict(self._restored(labels), **{STATE_LABEL: "failed"}))
+
+    def _start(self, node: dict, ds: dict, wanted: str) -> None:
+        meta = node["metadata"]
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        model = node_model(labels)
+        if model is None or model not in hardware.MIG_PROFILES:
+            return self._fail(node, wanted, f"GPU {labels.get('nvidia.com/gpu.product')} is not MIG capable")
+        namespace = ds["metadata"]["namespace"]
+        cm_name = pod_configmap(ds, "mig-parted-config")
+        if cm_name:
+            cm = self.get("ConfigMap", namespace, cm_name)
+            if cm is None:
+                log.info("mig-manager: ConfigMap %s/%s missing: the mig-manager pod cannot start", namespace, cm_name)
+                return self.requeue("Node", None, meta["name"], after=2.0)
+            try:
+                doc = yaml.safe_load(((cm.data and cm.data.to_dict()) or {}).get("config.yaml") or "") or {}
+                configs = doc.get("mig-configs") or {}
+            except (yaml.YAMLError, AttributeError):
+                configs = {}
+        else:
+            configs = generated_configs(model)
+        if wanted not in configs:
+            return self._fail(node, wanted, f"selected mig-config not present: {wanted}")
+        count = physical_gpus(labels, annotations)
+        current = applied_geometry(annotations, count)
+        job = {"uid": meta["uid"], "config": wanted, "due": time.monotonic() + self.knobs.seconds("seconds", 1.0)}
+        try:
+            job["geometry"] = plan(model, current, configs[wanted])
+        except MigConfigError as e:
+            job["error"] = str(e)
+        if job.get("geometry") == current:
+            self._failed.pop(meta["uid"], None)
+            return self._patch(meta["name"], dict(self._restored(labels), **{STATE_LABEL: "success"}),
+                               {APPLIED_ANNOTATION: wanted, GEOMETRY_ANNOTATION: json.dumps(current)})
+        paused = {k: PAUSED for k in PAUSED_OPERANDS if labels.get(k) == "true"}
+        self._patch(meta["name"], dict(paused, **{STATE_LABEL: "pending"}))
+        self._jobs[meta["name"]] = job
+        self.requeue("Node", None, meta["name"], after=job["due"] - time.monotonic())
+
+    def _progress(self, node: dict, job: dict) -> None:
+        meta = node["metadata"]
+        name = meta["name"]
+        if time.monotonic() < job["due"]:
+            return self.requeue("Node", None, name, after=job["due"] - time.monotonic())
+        if name in _names(self.knobs.get("hang_nodes")):
+            return self.requeue("Node", None, name, after=1.0)
+        del self._jobs[name]
+        if "error" in job:
+            return self._fail(node, job["config"], job["error"])
+        if name in _names(self.knobs.get("fail_nodes")):
+            return self._fail(node, job["config"], "simulated failure (mig-manager.fail_nodes)")
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        self._failed.pop(meta["uid"], None)
+        extra = {}
+        if GPUS_ANNOTATION not in annotations:
+            extra[GPUS_ANNOTATION] = str(physical_gpus(labels, annotations))
+        self._patch(name, dict(self._restored(labels), **{STATE_LABEL: "success"}),
+                    dict(extra, **{APPLIED_ANNOTATION: job["config"], GEOMETRY_ANNOTATION: json.dumps(job["geometry"])}))
