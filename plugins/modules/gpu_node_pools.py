@@ -286,9 +286,9 @@ def roll_batch(module, pool, batch, selector, labels, busy, changes, rollout):
             (n, {"state": s[0], "detail": s[1], "seconds": round(s[2], 1)}) for n, s in states.items())
         if failed:
             untouched = [n for b in pool["batches"] for n in b if n != failed and n not in rollout[pool["name"]]]
-            return ("pool '{0}': node {1} failed: {2}. Its device plugin config was left as it was, and so were "
-                    "the pool's other nodes ({3}).".format(pool["name"], failed, states[failed][1],
-                                                          ", ".join(untouched) or "none left"))
+            message = ("pool '{0}': node {1} failed: {2}. Its device plugin config was left as it was, and so "
+                       "were the pool's other nodes ({3}).")
+            return message.format(pool["name"], failed, states[failed][1], ", ".join(untouched) or "none left")
     for name in drained:
         uncordon_node(module.cluster, name)
     return None

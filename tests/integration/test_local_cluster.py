@@ -58,3 +58,32 @@ def test_dry_run_is_not_a_write(dc):
     events = dc.audit.events(mark)
     assert [e.verb for e in events if e.resource == "configmaps"] == ["create"]
     assert dc.audit.writes(mark) == []
+
+
+def test_second_cluster_starts_warm_and_down_leaves_no_process(devcluster_session, tmp_path):
+    """A warm start (binaries and CRD seed cached) is quick, and cluster-down stops every process it started."""
+    import os
+    import time
+
+    from kubegpu_devcluster import __main__ as devcluster
+    from kubegpu_devcluster import cluster
+
+    state = tmp_path / "second"
+    t0 = time.monotonic()
+    devcluster.up(state, devcluster.DEFAULT_FLEET)
+    took = time.monotonic() - t0
+    pids = list(cluster.read_state(state)["pids"].values())
+    assert len(pids) == 3                                   # etcd, kube-apiserver, simulators
+    assert all(cluster._alive(p) for p in pids)
+    print(f"\nwarm start with the demo fleet: {took:.1f} s")
+    assert took < 30
+    cluster.down(state)
+    assert not state.exists()
+    alive = []
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+            alive.append(pid)
+        except OSError:
+            pass
+    assert alive == []

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds etcd and kube-apiserver from Go modules (versions: build/*/go.mod) into a user cache folder,
+# Builds etcd, kube-apiserver and helm from Go modules (versions: build/*/go.mod) into a user cache folder,
 # keyed by a hash of the module files so that a version bump rebuilds and a warm cache builds nothing.
 # Prints the folder that holds the binaries.
 set -euo pipefail

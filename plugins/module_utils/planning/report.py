@@ -16,7 +16,8 @@ def _table(header, rows):
 
 
 def _counts(counter):
-    return ", ".join("{0}={1}".format(k, v) for k, v in sorted(counter.items())) or "-"
+    """`k=v, ...` sorted by key; zero counts left out (resources a node no longer advertises stay at 0)."""
+    return ", ".join("{0}={1}".format(k, v) for k, v in sorted(counter.items()) if v) or "-"
 
 
 def _yes(flag):

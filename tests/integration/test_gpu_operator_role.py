@@ -1,0 +1,281 @@
+"""The gpu_operator playbook (roles nfd and gpu_operator) against the local cluster, OpenShift and Kubernetes.
+
+OpenShift: NFD and the GPU Operator through OLM, then the ClusterPolicy from the CSV's alm-examples.
+Kubernetes: the stand-in gpu-operator chart (tests/fixtures/charts/gpu-operator) installed with the Go-built helm,
+then the ClusterPolicy reconciled over what the chart created. For each: check mode on a cluster without the operator
+writes nothing, the install converges, a second run reports changed=0 and writes nothing (helm's own requests
+included: it uses the same admin kubeconfig), and on Kubernetes the release has the expected name, namespace, chart
+version and values, drift in the ClusterPolicy is put back and a changed setting upgrades the release.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes.dynamic.exceptions import NotFoundError
+
+from conftest import REPO, wait_for
+
+PLAYBOOK = "playbooks/gpu_operator.yml"
+INVENTORY = Path(__file__).parent / "gpu_operator" / "inventory.yml"
+OPERATOR_NAMESPACES = ("nvidia-gpu-operator", "openshift-nfd", "gpu-operator")
+V1A1 = "operators.coreos.com/v1alpha1"
+CP = "nvidia.com/v1"
+
+# What the role passes to the chart for the test inventory (kernel_module_type open and mig_strategy mixed, the
+# rest defaults), written out by hand from the reference's "Vanilla k8s (Helm)" value keys.
+EXPECTED_VALUES = {
+    "nfd": {"enabled": True},
+    "driver": {"enabled": True, "kernelModuleType": "open", "usePrecompiled": False,
+               "nvidiaDriverCRD": {"enabled": False, "deployDefaultCR": True}},
+    "toolkit": {"enabled": True},
+    "cdi": {"enabled": True, "nriPluginEnabled": False},
+    "mig": {"strategy": "mixed"},
+    "dcgmExporter": {"serviceMonitor": {"enabled": True}},
+}
+
+
+@pytest.fixture(scope="module")
+def helm_bin():
+    """The Go-built helm (tools/devcluster/build.sh builds it once; afterwards the call is a no-op)."""
+    out = subprocess.run([str(REPO / "tools" / "devcluster" / "build.sh")], check=True, capture_output=True,
+                         text=True).stdout.strip().splitlines()[-1]
+    path = Path(out) / "helm"
+    assert path.exists(), f"build.sh did not leave helm in {out}"
+    return path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cleanup(devcluster_session):
+    """Leave the cluster as other test modules expect it: no operator namespaces, no ClusterPolicy."""
+    yield
+    _reset(devcluster_session)
+
+
+def _reset(dc):
+    """Remove what an install left: ClusterPolicies, NVIDIADrivers and the operator namespaces (with their OLM
+    objects, NFD instance and helm release secrets), as on a cluster where the operator was never installed."""
+    for api_version, kind in ((CP, "ClusterPolicy"), ("nvidia.com/v1alpha1", "NVIDIADriver")):
+        api = dc.admin.resources.get(api_version=api_version, kind=kind)
+        for item in api.get().items:
+            api.delete(name=item.metadata.name)
+    ns_api = dc.admin.resources.get(api_version="v1", kind="Namespace")
+    for name in OPERATOR_NAMESPACES:
+        try:
+            ns_api.delete(name=name)
+        except NotFoundError:
+            pass
+
+    def gone():
+        return not [n for n in ns_api.get().items if n.metadata.name in OPERATOR_NAMESPACES]
+    wait_for(gone, timeout=60, what="operator namespaces to be deleted")
+
+
+def _run(dc, helm_bin, *args):
+    """ansible-playbook gpu_operator.yml with the test inventory: (json result, stats of localhost, seconds)."""
+    t0 = time.monotonic()
+    proc = dc.playbook(PLAYBOOK, "-i", str(INVENTORY), *args, env={"KUBEGPU_TEST_HELM": str(helm_bin)})
+    seconds = time.monotonic() - t0
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    stats = out["stats"]["localhost"]
+    return out, stats, seconds
+
+
+def _failure(out):
+    for play in out["plays"]:
+        for task in play["tasks"]:
+            result = task["hosts"].get("localhost", {})
+            if result.get("failed"):
+                return f"{_name(task)}: {result.get('msg')}"
+    return None
+
+
+def _name(task):
+    """A task's name without its role ("kubegpu.platform.nfd : Install ..." -> "Install ...")."""
+    return task["task"]["name"].split(" : ", 1)[-1]
+
+
+def _task(out, name):
+    """The result of the last task whose name starts with `name`."""
+    found = [t["hosts"]["localhost"] for p in out["plays"] for t in p["tasks"] if _name(t).startswith(name)]
+    assert found, f"no task named {name!r}"
+    return found[-1]
+
+
+def _changed_tasks(out):
+    return [_name(t) for p in out["plays"] for t in p["tasks"] if t["hosts"]["localhost"].get("changed")]
+
+
+def _helm(dc, helm_bin, *args):
+    proc = subprocess.run([str(helm_bin), *args, "--kubeconfig", str(dc.kubeconfig)], capture_output=True, text=True,
+                          check=True)
+    return json.loads(proc.stdout)
+
+
+def _policy(dc, name):
+    return dc.admin.resources.get(api_version=CP, kind="ClusterPolicy").get(name=name).to_dict()
+
+
+def _extra_vars(**changes):
+    """kubegpu_gpu_operator of the test inventory with some keys changed, as one JSON extra-vars argument."""
+    inventory = yaml.safe_load(INVENTORY.read_text())
+    settings = dict(inventory["all"]["vars"]["kubegpu_gpu_operator"], **changes)
+    return ["-e", json.dumps({"kubegpu_gpu_operator": settings})]
+
+
+# -- OpenShift (OLM)
+
+
+def test_openshift_check_mode_on_a_new_cluster_writes_nothing(dc, helm_bin):
+    dc.fleet("default")
+    _reset(dc)
+    mark = dc.audit.mark()
+    out, stats, seconds = _run(dc, helm_bin, "--check")
+    assert stats["failures"] == 0, _failure(out)
+    assert dc.audit.writes(mark) == []
+    olm = _task(out, "Install or upgrade the GPU Operator through OLM")
+    assert olm["csv"] == "gpu-operator-certified.v26.7.0" and olm["channel"] == "v26.7"
+    assert not olm["installed_csv"]
+    nfd = _task(out, "Install the NFD operator through OLM")
+    assert nfd["channel"] == "stable" and not nfd["installed_csv"]
+    assert _task(out, "Reconcile the ClusterPolicy").get("skipped")
+    print(f"\nOpenShift check mode on a new cluster: {seconds:.1f} s, changed={stats['changed']}, 0 writes")
+
+
+def test_openshift_install_converges(dc, helm_bin):
+    dc.fleet("default")
+    out, stats, seconds = _run(dc, helm_bin)
+    assert stats["failures"] == 0, _failure(out)
+    csvs = {c.metadata.name: c.status.phase
+            for c in dc.admin.resources.get(api_version=V1A1, kind="ClusterServiceVersion").get(
+                namespace="nvidia-gpu-operator").items}
+    assert csvs == {"gpu-operator-certified.v26.7.0": "Succeeded"}
+    sub = dc.admin.resources.get(api_version=V1A1, kind="Subscription").get(
+        namespace="nvidia-gpu-operator").items[0].to_dict()
+    assert sub["spec"]["channel"] == "v26.7" and sub["spec"]["installPlanApproval"] == "Manual"
+    assert sub["spec"]["source"] == "certified-operators"
+    nfd_csvs = dc.admin.resources.get(api_version=V1A1, kind="ClusterServiceVersion").get(namespace="openshift-nfd")
+    assert [c.status.phase for c in nfd_csvs.items] == ["Succeeded"]
+    nfd_ns = dc.admin.resources.get(api_version="v1", kind="Namespace").get(name="openshift-nfd")
+    assert nfd_ns.metadata.labels["openshift.io/cluster-monitoring"] == "true"
+    instance = dc.admin.resources.get(api_version="nfd.openshift.io/v1", kind="NodeFeatureDiscovery").get(
+        name="nfd-instance", namespace="openshift-nfd").to_dict()
+    assert instance["spec"]["operand"]["image"] == \
+        "registry.redhat.io/openshift4/ose-node-feature-discovery-rhel9:v4.20"
+    policy = _policy(dc, "gpu-cluster-policy")
+    assert policy["status"]["state"] == "ready"
+    spec = policy["spec"]
+    assert spec["operator"]["use_ocp_driver_toolkit"] is True      # from the CSV's alm-examples
+    assert spec["driver"]["kernelModuleType"] == "open" and spec["mig"]["strategy"] == "mixed"   # the inventory's
+    assert spec["cdi"]["enabled"] is True and spec["cdi"]["nriPluginEnabled"] is False   # false: the CRD's default
+    print(f"\nOpenShift install: {seconds:.1f} s, changed={stats['changed']} ({', '.join(_changed_tasks(out))})")
+
+
+def test_openshift_second_run_changes_and_writes_nothing(dc, helm_bin):
+    dc.fleet("default")
+    mark = dc.audit.mark()
+    out, stats, seconds = _run(dc, helm_bin)
+    assert stats["failures"] == 0, _failure(out)
+    assert stats["changed"] == 0, _changed_tasks(out)
+    assert [str(e) for e in dc.audit.writes(mark)] == []
+    print(f"\nOpenShift second run: {seconds:.1f} s, {len(dc.audit.events(mark))} requests, 0 writes")
+
+
+# -- Kubernetes (Helm)
+
+
+def test_kubernetes_check_mode_on_a_new_cluster_writes_nothing(dc, helm_bin):
+    dc.fleet("kubernetes")
+    _reset(dc)
+    mark = dc.audit.mark()
+    out, stats, seconds = _run(dc, helm_bin, "--check")
+    assert stats["failures"] == 0, _failure(out)
+    assert dc.audit.writes(mark) == []
+    assert _task(out, "Install or upgrade the gpu-operator release")["changed"] is True
+    assert _task(out, "Reconcile the ClusterPolicy").get("skipped")
+    assert _helm(dc, helm_bin, "list", "-A", "-o", "json") == []
+    print(f"\nKubernetes check mode on a new cluster: {seconds:.1f} s, changed={stats['changed']}, 0 writes")
+
+
+def test_kubernetes_install_converges(dc, helm_bin):
+    dc.fleet("kubernetes")
+    out, stats, seconds = _run(dc, helm_bin)
+    assert stats["failures"] == 0, _failure(out)
+    [release] = _helm(dc, helm_bin, "list", "-n", "gpu-operator", "-o", "json")
+    assert (release["name"], release["namespace"], release["chart"], release["app_version"], release["status"],
+            release["revision"]) == ("gpu-operator", "gpu-operator", "gpu-operator-v26.7.0", "v26.7.0", "deployed", "1")
+    assert _helm(dc, helm_bin, "get", "values", "gpu-operator", "-n", "gpu-operator", "-o", "json") == EXPECTED_VALUES
+    ns = dc.admin.resources.get(api_version="v1", kind="Namespace").get(name="gpu-operator")
+    assert ns.metadata.labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    deployments = dc.admin.resources.get(api_version="apps/v1", kind="Deployment")
+    deploy = deployments.get(name="gpu-operator", namespace="gpu-operator")
+    assert deploy.metadata.labels["helm.sh/chart"] == "gpu-operator-v26.7.0"
+    policy = _policy(dc, "cluster-policy")
+    assert policy["status"]["state"] == "ready"
+    spec = policy["spec"]
+    assert spec["driver"]["kernelModuleType"] == "open" and spec["mig"]["strategy"] == "mixed"
+    assert spec["driver"]["useNvidiaDriverCRD"] is False
+    assert spec["cdi"]["enabled"] is True and spec["cdi"]["nriPluginEnabled"] is False
+    assert spec["dcgmExporter"]["serviceMonitor"]["enabled"] is True
+    assert spec["validator"]["version"] == "v26.7.0"        # rendered by the chart, untouched by the role
+    print(f"\nKubernetes install: {seconds:.1f} s, changed={stats['changed']} ({', '.join(_changed_tasks(out))})")
+
+
+def test_kubernetes_second_run_changes_and_writes_nothing(dc, helm_bin):
+    """No helm upgrade on the second run: kubernetes.core.helm sees the same chart version and values."""
+    dc.fleet("kubernetes")
+    mark = dc.audit.mark()
+    out, stats, seconds = _run(dc, helm_bin)
+    assert stats["failures"] == 0, _failure(out)
+    assert stats["changed"] == 0, (_changed_tasks(out), _task(out, "Reconcile the ClusterPolicy").get("diff"))
+    assert [str(e) for e in dc.audit.writes(mark)] == []
+    assert _helm(dc, helm_bin, "list", "-n", "gpu-operator", "-o", "json")[0]["revision"] == "1"
+    print(f"\nKubernetes second run: {seconds:.1f} s, {len(dc.audit.events(mark))} requests, 0 writes")
+
+
+def test_kubernetes_drift_in_the_cluster_policy_is_put_back(dc, helm_bin):
+    dc.fleet("kubernetes")
+    dc.admin.resources.get(api_version=CP, kind="ClusterPolicy").patch(
+        name="cluster-policy", body={"spec": {"mig": {"strategy": "single"}, "cdi": {"enabled": False}}},
+        content_type="application/merge-patch+json")
+    mark = dc.audit.mark()
+    out, stats, _seconds = _run(dc, helm_bin)
+    assert stats["failures"] == 0, _failure(out)
+    assert _changed_tasks(out) == ["Reconcile the ClusterPolicy and wait until it is ready"]
+    assert {(e.verb, e.resource) for e in dc.audit.writes(mark)} == {("patch", "clusterpolicies")}
+    spec = _policy(dc, "cluster-policy")["spec"]
+    assert spec["mig"]["strategy"] == "mixed" and spec["cdi"]["enabled"] is True
+    assert _helm(dc, helm_bin, "list", "-n", "gpu-operator", "-o", "json")[0]["revision"] == "1"
+
+
+def test_kubernetes_changed_setting_upgrades_the_release(dc, helm_bin):
+    dc.fleet("kubernetes")
+    out, stats, _seconds = _run(dc, helm_bin, *_extra_vars(cdi={"nri_plugin": True}))
+    assert stats["failures"] == 0, _failure(out)
+    [release] = _helm(dc, helm_bin, "list", "-n", "gpu-operator", "-o", "json")
+    assert release["revision"] == "2"
+    values = _helm(dc, helm_bin, "get", "values", "gpu-operator", "-n", "gpu-operator", "-o", "json")
+    assert values["cdi"] == {"enabled": True, "nriPluginEnabled": True}
+    assert _policy(dc, "cluster-policy")["spec"]["cdi"]["nriPluginEnabled"] is True
+    # Back to the inventory's settings: the release and the ClusterPolicy follow.
+    out, stats, _seconds = _run(dc, helm_bin)
+    assert stats["failures"] == 0, _failure(out)
+    assert _helm(dc, helm_bin, "get", "values", "gpu-operator", "-n", "gpu-operator", "-o", "json") == EXPECTED_VALUES
+    assert _policy(dc, "cluster-policy")["spec"]["cdi"]["nriPluginEnabled"] is False
+
+
+def test_bad_input_is_refused_before_anything_is_written(dc, helm_bin):
+    dc.fleet("kubernetes")
+    mark = dc.audit.mark()
+    out, stats, _seconds = _run(dc, helm_bin, *_extra_vars(mig_strategy="all-1g"))
+    assert stats["failures"] == 1
+    message = _failure(out)
+    assert "gpu_operator_mig_strategy" in message and "all-1g" in message and "mixed" in message, message
+    assert dc.audit.writes(mark) == []
