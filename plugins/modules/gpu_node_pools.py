@@ -204,13 +204,16 @@ def reconcile_configuration(module, seen, plan):
     # config never restarts it. A first ConfigMap needs none: the operator mounts it into new pods.
     old_data = (cms.get(p["device_plugin_configmap"]) or {}).get("data") or {}
     if old_data and old_data != plan["device_plugin_data"]:
-        changes.append(apply_object(module.cluster, {
-            "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": DEVICE_PLUGIN_DAEMONSET, "namespace": ns},
-            "spec": {"template": {"metadata": {"annotations": {
-                RESTART_ANNOTATION: config_hash(plan["device_plugin_data"])}}}}}, check, field_manager=FIELD_MANAGER)
-            if module.cluster.get("apps/v1", "DaemonSet", DEVICE_PLUGIN_DAEMONSET, ns) else None)
+        daemonset = module.cluster.get("apps/v1", "DaemonSet", DEVICE_PLUGIN_DAEMONSET, ns)
+        if daemonset is not None:
+            changes.append(apply_object(module.cluster, {
+                "apiVersion": "apps/v1", "kind": "DaemonSet",
+                "metadata": {"name": DEVICE_PLUGIN_DAEMONSET, "namespace": ns},
+                "spec": {"template": {"metadata": {"annotations": {
+                    RESTART_ANNOTATION: config_hash(plan["device_plugin_data"])}}}}},
+                check, current=daemonset, current_known=True, field_manager=FIELD_MANAGER))
     changes.extend(machineset_changes(module, seen, plan))
-    return [c for c in changes if c is not None]
+    return changes
 
 
 def machineset_changes(module, seen, plan):

@@ -75,11 +75,25 @@ def _write_state(state: Path, data: dict) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """True while the process runs; a zombie (exited, not yet reaped by its parent) counts as gone."""
     try:
         os.kill(pid, 0)
-        return True
     except OSError:
         return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _reap(pids) -> None:
+    """Collect the exit status of those of our own children that have exited."""
+    for p in pids:
+        try:
+            os.waitpid(p, os.WNOHANG)
+        except ChildProcessError:
+            pass
 
 
 def running(state: Path) -> bool:
@@ -193,7 +207,7 @@ def down(state: Path) -> None:
 
 
 def stop(state: Path) -> None:
-    """Stop every process the cluster started (SIGTERM, then SIGKILL after 15 s); keep the state folder."""
+    """Stop every process the cluster started (SIGTERM, then SIGKILL after 5 s); keep the state folder."""
     record = read_state(state)
     pids = list(record.get("pids", {}).values())
     for pid in pids:
@@ -201,19 +215,17 @@ def stop(state: Path) -> None:
             os.killpg(pid, signal.SIGTERM)
         except OSError:
             pass
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 5  # a throwaway cluster: no need to wait long for a graceful exit
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        for p in pids:  # reap our own children so they do not linger as zombies
-            try:
-                os.waitpid(p, os.WNOHANG)
-            except ChildProcessError:
-                pass
+        _reap(pids)
         time.sleep(0.1)
     for pid in pids:
         try:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
+    time.sleep(0.1)
+    _reap(pids)
     if record:
         record["pids"] = {}
         _write_state(state, record)

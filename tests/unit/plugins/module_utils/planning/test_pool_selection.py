@@ -14,40 +14,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_sel
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
 
-MIG = "nvidia.com/mig.config"
-MACHINE = "machine.openshift.io/machine"
-
-H100 = "NVIDIA-H100-80GB-HBM3"
-L40S = "NVIDIA-L40S"
-
-
-def node(name, product=H100, count=8, labels=None, machine=None, allocatable=None, mig_capable=None):
-    """A Node as GFD labels it, with MIG off on MIG-capable GPUs (the operator's default)."""
-    base = {"kubernetes.io/hostname": name}
-    if product:
-        capable = product != L40S if mig_capable is None else mig_capable
-        base.update({"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": product,
-                     "nvidia.com/gpu.count": str(count), "nvidia.com/mig.capable": "true" if capable else "false"})
-        if capable:
-            base[MIG] = "all-disabled"
-    base.update(labels or {})
-    if allocatable is None:
-        allocatable = {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": str(count)} if product else {"cpu": "8"}
-    metadata = {"name": name, "labels": base, "annotations": {}}
-    if machine:
-        metadata["annotations"][MACHINE] = "openshift-machine-api/" + machine
-    return {"metadata": metadata, "status": {"allocatable": allocatable}}
-
-
-def by_label(key, value):
-    return {"matchLabels": {key: value}}
-
-
-def raw_pool(name="p", selector=None, sharing=None, **extra):
-    pool = {"name": name, "selector": selector or by_label("pool", name),
-            "sharing": sharing or {"strategy": "none"}}
-    pool.update(extra)
-    return pool
+from pool_builders import H100, L40S, MACHINE, by_label, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
 
 
 # ---------------------------------------------------------------------------------------------
