@@ -16,6 +16,7 @@ __metaclass__ = type
 import copy
 import json
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import merged as deep_merge
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import csv_version, version_key
 
 CLUSTER_POLICY_API = "nvidia.com/v1"
@@ -94,21 +95,6 @@ KEEP_LIVE_DEFAULT = ("devicePlugin.config", "migManager.config")
 
 class PolicyError(Exception):
     """The desired policy is refused; the message names the field, the value, what is valid and what to do."""
-
-
-def deep_merge(base, override):
-    """base with override merged in: mappings key by key, anything else (lists too) replaced; None removes a key."""
-    if not isinstance(base, dict) or not isinstance(override, dict):
-        return copy.deepcopy(override)
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def get_path(obj, path, default=None):
