@@ -68,13 +68,16 @@ class Devcluster:
                     ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
                     PATH=f"{ANSIBLE_BIN}{os.pathsep}{os.environ['PATH']}")
 
-    def module(self, name: str, args: dict | None = None, check: bool = False, env: dict | None = None) -> dict:
+    def module(self, name: str, args: dict | None = None, check: bool = False, env: dict | None = None,
+               diff: bool = False) -> dict:
         """Run kubegpu.platform.<name> once through ansible (adhoc) and return its result."""
         cmd = ["ansible", "localhost", "-m", f"kubegpu.platform.{name}"]
         if args:
             cmd += ["-a", json.dumps(args)]
         if check:
             cmd.append("--check")
+        if diff:
+            cmd.append("--diff")
         proc = subprocess.run(cmd, cwd=REPO, env=dict(self.env(), **(env or {})), capture_output=True, text=True, check=False)
         out = json.loads(proc.stdout)
         return out["plays"][0]["tasks"][0]["hosts"]["localhost"]

@@ -65,9 +65,17 @@ def _labels(dc, name):
 def test_check_mode_shows_plan_and_writes_nothing(operator):
     dc = operator
     mark = dc.audit.mark()
-    result = dc.module("gpu_node_pools", {"pools": POOLS}, check=True)
+    result = dc.module("gpu_node_pools", {"pools": POOLS}, check=True, diff=True)
     assert not result.get("failed"), result.get("msg")
     assert dc.audit.writes(mark) == []
+    # --diff: the ConfigMaps, the ClusterPolicy pointers and each node's labels, before and after
+    titles = [next(iter(entry)) for entry in result["diff"]["after"]]
+    assert any(t.startswith("ConfigMap ") and t.endswith("/kubegpu-mig-parted-config") for t in titles)
+    assert any(t.startswith("ConfigMap ") and t.endswith("/kubegpu-device-plugin-config") for t in titles)
+    assert "ClusterPolicy gpu-cluster-policy" in titles
+    node_diff = [e["Node gpu-l40s-000"] for e in result["diff"]["after"] if "Node gpu-l40s-000" in e][0]
+    assert node_diff["kubegpu.io/node-pool"] == "embed-l40s"
+    assert node_diff["nvidia.com/device-plugin.config"].startswith("kubegpu-embed-l40s-")
     pools = {p["name"]: p for p in result["plan"]["pools"]}
     assert pools["llm-h100"]["nodes"] == ["gpu-h100-000", "gpu-h100-001"]
     assert pools["batch-a100"]["nodes"] == ["gpu-a100-000"]
