@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from conftest import REPO
 from kubegpu_devcluster.cluster import ADMIN
 
 # Expected figures written out by hand from the fleet files and the GFD product names in
@@ -107,3 +108,20 @@ def test_bad_credentials_fail_clearly(dc):
     result = dc.module("gpu_cluster_info", env={"K8S_AUTH_KUBECONFIG": str(kubeconfig_path(dc.state, "nobody"))})
     assert result["failed"] is True
     assert "HTTP 403" in result["msg"] and "RBAC" in result["msg"]
+
+
+def test_token_never_appears_in_output(dc):
+    """An API token given as an option (or by AWX as K8S_AUTH_API_KEY) is never echoed, even when it fails."""
+    import subprocess
+    import yaml as pyyaml
+
+    server = pyyaml.safe_load(dc.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    secret = "kubegpu-test-token-5e1f0c2a9b"
+    args = '{"host": "%s", "api_key": "%s", "validate_certs": false}' % (server, secret)
+    env = dict(dc.env())
+    env.pop("K8S_AUTH_KUBECONFIG")
+    proc = subprocess.run(["ansible", "localhost", "-m", "kubegpu.platform.gpu_cluster_info", "-a", args, "-vvv"],
+                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode != 0                      # the token is not valid: 401
+    assert "HTTP 401" in proc.stdout
+    assert secret not in proc.stdout and secret not in proc.stderr

@@ -13,6 +13,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
     HAS_CLIENT,
     Cluster,
     ClusterError,
+    DynamicApiError,
+    describe_api_error,
 )
 
 try:
@@ -39,7 +41,9 @@ class KubegpuModule(AnsibleModule):
         if self._cluster is None:
             try:
                 self._cluster = Cluster.connect(dict((k, self.params.get(k)) for k in AUTH_ARG_SPEC))
-            except Exception as e:  # kubernetes.core raises CoreException for bad kubeconfig/auth
+            except DynamicApiError as e:  # discovery already talks to the server: 401, 403, ...
+                self.fail_json(msg=describe_api_error("connecting to the API server", e))
+            except Exception as e:  # kubernetes.core raises CoreException for a bad kubeconfig or auth options
                 self.fail_json(msg="Could not connect to the cluster: {0}".format(e))
         return self._cluster
 
