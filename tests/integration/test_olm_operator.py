@@ -162,8 +162,8 @@ def test_unknown_channel_package_or_csv_fail_before_any_write(dc):
     mark = dc.audit.mark()
     channel = _install(dc, ns, channel="v99")
     assert channel["failed"] is True
-    assert channel["msg"] == ("package gpu-operator-certified: channel v99 is not offered; channels: stable, v26.3, "
-                              "v26.7 (default: v26.7)")
+    assert channel["msg"] == ("package gpu-operator-certified: channel v99 is not offered; channels: stable, v25.3, "
+                              "v26.3, v26.7 (default: v26.7)")
     package = _install(dc, ns, package="no-such-operator")
     assert package["failed"] is True
     assert package["msg"].startswith(

@@ -1,6 +1,12 @@
-"""The simulated OLM catalog: tools/devcluster/catalog/packages.yaml as PackageManifest objects."""
+"""The simulated OLM catalog: tools/devcluster/catalog/packages.yaml as PackageManifest objects.
+
+The PackageManifests are what OLM's package server shows (each channel's head CSV, with its description); the
+OLM simulator reads each CSV's own content (its alm-examples) from the catalog data here, as OLM reads a bundle
+from the catalog source.
+"""
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -22,9 +28,36 @@ def csv_version(csv_name: str) -> str:
     return tail[1:] if tail.startswith("v") else tail
 
 
+def merge(base, patch):
+    """patch deep-merged over base (mappings key by key; lists and other values replace); neither is changed."""
+    if not isinstance(base, dict) or not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(base)
+    for key, value in patch.items():
+        out[key] = merge(out[key], value) if key in out else copy.deepcopy(value)
+    return out
+
+
+def package_of(packages: list, csv_name: str) -> dict | None:
+    """The package whose channels list csv_name, or None."""
+    return next((p for p in packages if any(csv_name in csvs for csvs in p["channels"].values())), None)
+
+
+def csv_examples(pkg: dict, csv_name: str) -> list:
+    """The alm-examples of one CSV: the package's `examples`, with that CSV's `examples_overrides` (per kind)."""
+    overrides = (pkg.get("examples_overrides") or {}).get(csv_name) or {}
+    unknown = set(overrides) - {e["kind"] for e in pkg.get("examples", [])}
+    if unknown:
+        raise ValueError(f"catalog: examples_overrides of {csv_name} name kinds without an example: {sorted(unknown)}")
+    return [merge(e, overrides[e["kind"]]) if e["kind"] in overrides else copy.deepcopy(e)
+            for e in pkg.get("examples", [])]
+
+
 def package_manifest(pkg: dict) -> dict:
     """A PackageManifest as OLM's package server returns it (status carries the catalog content)."""
-    alm_examples = json.dumps(pkg.get("examples", []))
+    stray = set(pkg.get("examples_overrides") or {}) - {c for csvs in pkg["channels"].values() for c in csvs}
+    if stray:
+        raise ValueError(f"catalog: examples_overrides of package {pkg['name']} name CSVs no channel lists: {sorted(stray)}")
     channels = []
     for name, csvs in pkg["channels"].items():
         head = csvs[-1]
@@ -33,7 +66,7 @@ def package_manifest(pkg: dict) -> dict:
             "currentCSV": head,
             "currentCSVDesc": {"displayName": pkg["name"], "version": csv_version(head),
                                "provider": {"name": pkg["provider"]},
-                               "annotations": {"alm-examples": alm_examples}},
+                               "annotations": {"alm-examples": json.dumps(csv_examples(pkg, head))}},
             # newest first, as the package server lists them
             "entries": [{"name": c, "version": csv_version(c)} for c in reversed(csvs)],
         })

@@ -5,6 +5,9 @@ catalog (PackageManifest), an InstallPlan names exactly one CSV, a Manual plan w
 CSV passes Pending -> InstallReady -> Installing -> Succeeded and the Subscription records installedCSV.
 As in OLM, once a CSV is installed and the channel offers a newer one, the next InstallPlan appears at once
 (and waits for approval when Manual). Unknown package or channel -> condition ResolutionFailed.
+A Subscription moved to another channel upgrades along that channel: the next CSV is the oldest one newer than
+the installed CSV, one InstallPlan per step. Each CSV gets its own alm-examples from the catalog data
+(catalog.csv_examples), replaces the CSV installed before it, and that one is deleted once the new one Succeeded.
 
 Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
   olm.csv_seconds   how long a CSV takes from Pending to Succeeded (default 1)
@@ -13,8 +16,10 @@ Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
 """
 from __future__ import annotations
 
+import json
 import secrets
 
+from .. import catalog
 from ..catalog import MARKETPLACE_NS, csv_version
 from .framework import Simulator, now
 
@@ -113,23 +118,30 @@ class OlmSimulator(Simulator):
                                                       "healthy": True, "lastUpdated": now()}]})
 
     # -- InstallPlan
+    def _installed_by_owner(self, plan: dict) -> str | None:
+        """The CSV installed now by the Subscription that owns the plan (the one the plan's CSV replaces)."""
+        for owner in plan["metadata"].get("ownerReferences") or []:
+            if owner.get("kind") == "Subscription":
+                sub = self.get("Subscription", plan["metadata"]["namespace"], owner["name"])
+                if sub is not None:
+                    return (sub.to_dict().get("status") or {}).get("installedCSV")
+        return None
+
     def _installplan(self, plan: dict) -> None:
         status = plan.get("status") or {}
         if not plan["spec"].get("approved") or status.get("phase") == "Complete":
             return
         ns = plan["metadata"]["namespace"]
         target = plan["spec"]["clusterServiceVersionNames"][0]
-        package = target.split(".")[0]
-        pkg = self.get("PackageManifest", MARKETPLACE_NS, package)
-        examples = "[]"
-        if pkg is not None:
-            for ch in pkg.to_dict()["status"]["channels"]:
-                if any(e["name"] == target for e in ch["entries"]):
-                    examples = ch["currentCSVDesc"]["annotations"]["alm-examples"]
-        previous = None
-        if pkg is not None:
-            for ch in pkg.to_dict()["status"]["channels"]:
-                names = [e["name"] for e in reversed(ch["entries"])]
+        # The CSV comes from its bundle in the catalog: its own alm-examples, not the channel head's.
+        pkg = catalog.package_of(catalog.load_packages(), target)
+        package = pkg["name"] if pkg else target.split(".")[0]
+        examples = json.dumps(catalog.csv_examples(pkg, target)) if pkg else "[]"
+        # As OLM's resolver does, the new CSV replaces the one the Subscription has installed (across channels
+        # too); on a fresh install, the CSV before it in its channel, as the bundle says.
+        previous = self._installed_by_owner(plan)
+        if not previous and pkg:
+            for names in pkg["channels"].values():
                 if target in names and names.index(target) > 0:
                     previous = names[names.index(target) - 1]
         csv = {
@@ -141,7 +153,7 @@ class OlmSimulator(Simulator):
                      "install": {"strategy": "deployment", "spec": {"deployments": []}},
                      "customresourcedefinitions": {"owned": []}},
         }
-        if previous:
+        if previous and previous != target:
             csv["spec"]["replaces"] = previous
         if self.get("ClusterServiceVersion", ns, target) is None:
             self.api("ClusterServiceVersion").create(body=csv, namespace=ns)
