@@ -320,7 +320,8 @@ def next_step(choice, approval, sub, plans, csvs):
 
     - (DONE, csv name) when the expected CSV (with Automatic approval: it or a later one) is installed and Succeeded;
     - (FAILED, message) when the CSV being installed failed, or only a plan bundling other CSVs offers it;
-    - (APPROVE, (plan, csv)) when the plan for exactly the next CSV waits for approval (Manual);
+    - (APPROVE, (plan, csv)) when the plan for exactly the next CSV waits for approval (Manual), or for a later
+      CSV of the chain up to the expected one that OLM offers directly (olm.skipRange);
     - (WAIT_PLAN, what) while OLM has not made that plan yet (Manual);
     - (WAIT, what) otherwise (OLM or the operator is at work), saying what is awaited.
     csvs: {name: CSV dict} for the CSVs of interest that exist. Raises OlmError on a downgrade.
@@ -342,6 +343,14 @@ def next_step(choice, approval, sub, plans, csvs):
         return WAIT, "CSV {0} phase {1}".format(target, phase or "(not created yet)")
     if to_approve is not None:
         return APPROVE, (to_approve, target)
+    # Real bundles carry olm.skipRange: OLM may offer a later CSV of the chain directly (never past the
+    # expected one), skipping the intermediate ones. That plan is still exactly one CSV the task asked to reach.
+    for later in steps[1:]:
+        later_plan, later_approved = plan_for(plans, later)
+        if later_approved is not None:
+            return WAIT, "CSV {0} phase {1}".format(later, csv_phase(csvs.get(later)) or "(not created yet)")
+        if later_plan is not None:
+            return APPROVE, (later_plan, later)
     bundled = bundled_plan(plans, target)
     if bundled is not None:
         return FAILED, ("InstallPlan {0} would install {1} together ({2}); the task approves only a plan for exactly "

@@ -326,3 +326,18 @@ def test_csv_failure_only_when_failed():
     assert csv_failure(csv("a.v1", "Installing")) is None
     assert csv_failure(None) is None
     assert "failed (reason unknown): no message" in csv_failure(csv("a.v1", "Failed"))
+
+
+def test_next_step_approves_a_later_csv_olm_offers_directly_but_never_past_the_expected_one():
+    """olm.skipRange: OLM may offer the channel's later CSV at once; within the asked range it is approved."""
+    to_head = select(GPU_MANIFEST, "stable", GPU + ".v26.7.0")
+    skip = [plan("install-skip", [GPU + ".v26.7.0"])]
+    action, (chosen, target) = next_step(to_head, "Manual", sub(installed=GPU + ".v26.3.2"), skip, {})
+    assert (action, chosen["metadata"]["name"], target) == (APPROVE, "install-skip", GPU + ".v26.7.0")
+    approved = [plan("install-skip", [GPU + ".v26.7.0"], approved=True)]
+    assert next_step(to_head, "Manual", sub(installed=GPU + ".v26.3.2"), approved,
+                     {GPU + ".v26.7.0": csv(GPU + ".v26.7.0", "Installing")}) == \
+        (WAIT, "CSV gpu-operator-certified.v26.7.0 phase Installing")
+    only_to_263 = select(GPU_MANIFEST, "stable", GPU + ".v26.3.3")
+    assert next_step(only_to_263, "Manual", sub(installed=GPU + ".v26.3.2"), skip, {}) == \
+        (WAIT_PLAN, "an InstallPlan for gpu-operator-certified.v26.3.3")
