@@ -14,18 +14,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spe
     parse_pools,
 )
 
-L40S = "NVIDIA-L40S"
-
-
-def by_label(key, value):
-    return {"matchLabels": {key: value}}
-
-
-def raw_pool(name="p", selector=None, sharing=None, **extra):
-    pool = {"name": name, "selector": selector or by_label("pool", name),
-            "sharing": sharing or {"strategy": "none"}}
-    pool.update(extra)
-    return pool
+from pool_builders import L40S, by_label, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
 
 
 # ---------------------------------------------------------------------------------------------
