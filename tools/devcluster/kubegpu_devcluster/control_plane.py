@@ -29,6 +29,7 @@ KWOK_STAGES = paths.DEVCLUSTER_ROOT / "kwok" / "stages.yaml"
 # controller-manager's grace period is wide enough that a loaded machine does not mark nodes NotReady.
 LEASE_SECONDS = 120
 NODE_GRACE = "300s"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 BINARIES = ("kube-controller-manager", "kube-scheduler", "kwok")
 
 
@@ -136,7 +137,8 @@ def _reasons(pending: dict, reasons: dict) -> str:
 
 
 def nodes_managed(dyn) -> tuple:
-    """(fleet nodes, those Ready with a lease KWOK holds for this very node object)."""
+    """(fleet nodes, those schedulable: Ready, leased by KWOK for this very node object, and rid of the
+    not-ready taint the API server puts on every new node until the controller-manager sees it Ready)."""
     nodes = dyn.resources.get(api_version="v1", kind="Node").get(label_selector=FLEET_LABEL).items
     leases = dyn.resources.get(api_version="coordination.k8s.io/v1", kind="Lease").get(
         namespace="kube-node-lease").items
@@ -145,21 +147,22 @@ def nodes_managed(dyn) -> tuple:
     ready = 0
     for node in nodes:
         conditions = {c.type: c.status for c in (node.status.conditions or [])}
-        if conditions.get("Ready") == "True" and node.metadata.uid in owners:
+        tainted = any(t.key == NOT_READY_TAINT for t in (node.spec.taints or []))
+        if conditions.get("Ready") == "True" and node.metadata.uid in owners and not tainted:
             ready += 1
     return len(nodes), ready
 
 
 def wait_nodes_managed(dyn, timeout: float) -> int:
-    """Wait until every fleet node is Ready and leased by KWOK; returns how many nodes that is."""
+    """Wait until every fleet node is schedulable (nodes_managed); returns how many nodes that is."""
     deadline = time.monotonic() + timeout
     while True:
         total, ready = nodes_managed(dyn)
         if ready == total:
             return total
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{total - ready} of {total} fleet nodes not Ready with a KWOK lease after "
-                               f"{timeout:.0f} s; see kwok.log")
+            raise RuntimeError(f"{total - ready} of {total} fleet nodes not Ready, leased by KWOK and untainted "
+                               f"after {timeout:.0f} s; see kwok.log and kube-controller-manager.log")
         time.sleep(0.5)
 
 
