@@ -192,6 +192,7 @@ MODELS = (
     GpuModel(
         # Label and memory (d). H200 NVL (MIG User Guide: 141GB, 7 instances) has the same
         # geometry in the operator config ("H200 141GB, H200 NVL"); NVIDIA-H200-NVL seen as a label.
+        # That config's all-1g.35gb entry filters 0x2335 only: 1g.35gb on H200 NVL is not confirmed.
         key="H200-141GB",
         products=("NVIDIA-H200", "NVIDIA-H200-NVL"),
         device_filter=("0x233510DE", "0x233B10DE"),
