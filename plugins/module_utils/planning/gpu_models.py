@@ -234,7 +234,8 @@ MODELS = (
         mig_capable=True,
     ),
     GpuModel(
-        # Blackwell Ultra (MIG User Guide: B300, R580+). NVIDIA-B300-SXM6-AC seen as a label.
+        # Blackwell Ultra (MIG User Guide: B300, R580+). NVIDIA-B300-SXM6-AC seen as a label (and
+        # in NVIDIA's NIM release notes); compute capability 10.3 (SM103, NVIDIA CUTLASS docs).
         key="B300-288GB",
         products=("NVIDIA-B300-SXM6-AC",),
         device_filter=("0x318210DE",),
@@ -244,7 +245,8 @@ MODELS = (
         mig_capable=True,
     ),
     GpuModel(
-        # MIG User Guide: GB300 (DGX Station, R595+). Label (d) from the NVML name "NVIDIA GB300".
+        # MIG User Guide: GB300 (DGX Station, R595+). Label (d) from the NVML name "NVIDIA GB300";
+        # compute capability taken to be B300's (Blackwell Ultra), not seen for GB300 itself.
         key="GB300-288GB",
         products=("NVIDIA-GB300",),
         device_filter=("0x31C210DE",),
