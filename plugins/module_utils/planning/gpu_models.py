@@ -410,21 +410,29 @@ def model_for_labels(labels):
 
 
 def gfd_gpu_count_problem(labels):
-    """Return why a node's gpu.count label cannot be a physical GPU count, None when it can or is absent.
+    """Return why a node's gpu.count label cannot give its GPU count, None when it can or is absent.
 
-    Only a plain product (no -MIG-<profile>) is checked: under MIG strategy single GFD counts MIG
-    devices, and -MIG-INVALID legitimately reports 0. The text names the labels GFD published,
-    so a message points at the node's labels, not at an option the user never set.
+    The text names the labels GFD published, so a message points at the node's labels, not at an
+    option the user never set. A plain product needs a count of 1 or more. Under MIG strategy
+    single (product <model>-MIG-<profile>) GFD counts MIG devices, so any count of 1 or more is
+    left to the planner; 0 there (GFD's -MIG-INVALID, a geometry single cannot advertise) hides
+    the physical count.
     """
     labels = labels or {}
     product = labels.get(PRODUCT_LABEL)
-    if COUNT_LABEL not in labels or not isinstance(product, str) or _MIG_INFIX in product:
+    if COUNT_LABEL not in labels or not isinstance(product, str) or not product:
         return None
     count = str(labels.get(COUNT_LABEL))
     if count.isdigit() and int(count) >= 1:
         return None
-    return "GPU Feature Discovery labels %s=%r, %s=%r: expected a GPU count of 1 or more" % (
-        COUNT_LABEL, labels.get(COUNT_LABEL), PRODUCT_LABEL, product)
+    found = "GPU Feature Discovery labels %s=%r, %s=%r" % (COUNT_LABEL, labels.get(COUNT_LABEL), PRODUCT_LABEL, product)
+    if _MIG_INFIX in product:
+        return (
+            "%s: under MIG strategy single GFD counts MIG devices, and advertises none for a MIG geometry that "
+            "strategy single cannot serve, so the node's GPU count is unknown (set its nvidia.com/mig.config to "
+            "all-disabled, or a single-profile layout, and let GFD relabel it)" % found
+        )
+    return "%s: expected a GPU count of 1 or more" % found
 
 
 def model_for_key(key):

@@ -166,8 +166,8 @@ def members(*specs):
     # MIG pools of several models that all take the layout.
     (mig("all-balanced"), members(("a", H100), ("b", "NVIDIA-H20"), ("c", H200_NVL), ("d", "NVIDIA-B300-SXM6-AC"))),
     (mig({"3g.40gb": 2}), members(("a", H100), ("b", "NVIDIA-H800"), ("c", "NVIDIA-A800-SXM4-80GB"))),
-    # Under MIG single, gpu.count counts MIG devices, and MIG-INVALID reports 0: not odd.
-    (TS, members(("a", H100 + "-MIG-INVALID", 0))),
+    # Under MIG single, gpu.count counts MIG devices.
+    (TS, members(("a", H100 + "-MIG-1g.10gb", 56))),
 ])
 def test_check_pool_nodes_accepts(sharing, nodes):
     pool = pool_of(sharing)
@@ -204,6 +204,10 @@ def test_check_pool_nodes_accepts(sharing, nodes):
      "node's GPU count from GPU Feature Discovery (check GFD on those nodes, or narrow the pool's selector)"),
     (mig("all-balanced"), members(("h", H100, "0")),
      "pool 'p': node 'h': GPU Feature Discovery labels nvidia.com/gpu.count='0'"),
+    # MIG-INVALID under strategy single reports 0 devices: the planner used to say "gpus_per_node is 0".
+    (mig("all-balanced"), members(("h", H100 + "-MIG-INVALID", "0")),
+     "pool 'p': node 'h': GPU Feature Discovery labels nvidia.com/gpu.count='0', "
+     "nvidia.com/gpu.product='NVIDIA-H100-80GB-HBM3-MIG-INVALID': under MIG strategy single GFD counts MIG devices"),
 ])
 def test_check_pool_nodes_refuses(sharing, nodes, message):
     with pytest.raises(PoolError) as err:
