@@ -107,17 +107,27 @@ def _mig_strategy(pool, mig_strategy):
 
 
 def _time_slicing(sharing, names):
-    """Return sharing.timeSlicing; renameByDefault belongs here, under flags it is ignored (k8s-device-plugin#1433)."""
+    """Return sharing.timeSlicing; renameByDefault belongs here, under flags it is ignored (k8s-device-plugin#1433).
+
+    failRequestsGreaterThanOne is always written; unset (None) is the plugin's time-slicing default, false.
+    """
     return {
         "renameByDefault": sharing.rename_by_default,
-        "failRequestsGreaterThanOne": sharing.fail_requests_greater_than_one,
+        "failRequestsGreaterThanOne": bool(sharing.fail_requests_greater_than_one),
         "resources": [{"name": name, "replicas": sharing.replicas} for name in names],
     }
 
 
 def _mps(sharing, names):
-    """Return sharing.mps; like timeSlicing, renameByDefault must sit here and not under flags."""
-    return {
-        "renameByDefault": sharing.rename_by_default,
-        "resources": [{"name": name, "replicas": sharing.replicas} for name in names],
-    }
+    """Return sharing.mps; like timeSlicing, renameByDefault must sit here and not under flags.
+
+    The device plugin fails MPS requests for more than one replica unless the config sets
+    failRequestsGreaterThanOne: false (honoured from k8s-device-plugin v0.20.0; older plugins
+    always fail them). So the key is written only for false: true and unset give the same text
+    as before the field existed, and so the same config name, and no roll-out.
+    """
+    document = {"renameByDefault": sharing.rename_by_default}
+    if sharing.fail_requests_greater_than_one is False:
+        document["failRequestsGreaterThanOne"] = False
+    document["resources"] = [{"name": name, "replicas": sharing.replicas} for name in names]
+    return document

@@ -3,8 +3,12 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The MIG catalog: profiles, placement rules and named layouts per MIG-capable GPU model.
 
-This is the one place that knows MIG facts (reference gpu-operator.md, "MIG"; the
-operator's default-mig-parted-config). Validation and rendering live in mig_layout.
+This is the one place that knows MIG facts. Sources: reference gpu-operator.md ("MIG"); the
+GPU Operator's default-mig-parted-config as NVIDIA/mig-parted ships it
+(deployments/systemd/config-default.yaml, read 2026-11 at bd7160f4: profile names, the most
+of each per GPU, device filters and all-balanced per model); NVIDIA's MIG User Guide
+("Supported GPUs", "Supported MIG Profiles", "Deployment Considerations": which GPUs have
+MIG, their instance counts and minimum drivers). Validation and rendering live in mig_layout.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,6 +17,8 @@ __metaclass__ = type
 
 from dataclasses import dataclass
 from typing import Tuple
+
+import re
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import (
     GpuModel,
@@ -30,10 +36,17 @@ STRATEGIES = (SINGLE, MIXED)
 FULL_GPU_RESOURCE = "nvidia.com/gpu"
 _MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 
-# Label values and resource names cannot hold '+', so the operator names the config for
-# "1g.10gb+me" "all-1g.10gb.me" and the device plugin advertises "nvidia.com/mig-1g.10gb.me".
+# Label values and resource names cannot hold '+': the device plugin and GFD write every '+' of
+# a profile as '.' ("1g.10gb+me" -> nvidia.com/mig-1g.10gb.me, "1g.24gb+me.all" ->
+# nvidia.com/mig-1g.24gb.me.all, "2g.48gb+gfx" -> nvidia.com/mig-2g.48gb.gfx; k8s-device-plugin
+# replaces "+" with "." in the resource name) and the operator names configs the same way
+# (all-1g.10gb.me). "-me" (RTX PRO 6000: no media engines) is a name of its own, unchanged.
 _ME_CANONICAL = "+me"
 _ME_IN_NAMES = ".me"
+_PLUS = "+"
+_SUFFIXES = ("me.all", "me", "gfx")
+# <compute>g.<memory>gb, then '+' or '.' and one of the suffixes mig-parted knows.
+_SUFFIXED = re.compile(r"^(?P<base>[0-9]+g\.[0-9]+gb)[+.](?P<suffix>%s)$" % "|".join(re.escape(x) for x in _SUFFIXES))
 
 
 class LayoutError(ValueError):
@@ -112,7 +125,11 @@ class MigCatalog:
         names when name is none of them.
         """
         layouts = self.named_layouts()
-        layout = layouts.get(name.replace(_ME_CANONICAL, _ME_IN_NAMES))
+        layout = None
+        if isinstance(name, str) and name.startswith(_ALL_PREFIX):
+            layout = layouts.get(_ALL_PREFIX + label_safe_profile_name(name[len(_ALL_PREFIX):]))
+        if layout is None:
+            layout = layouts.get(name)
         if layout is None:
             raise LayoutError(
                 "unknown named layout %r for %s (valid: %s)"
@@ -122,25 +139,36 @@ class MigCatalog:
 
 
 def canonical_profile_name(name):
-    """Return name with a trailing '.me' spelt '+me', as mig-parted expects."""
-    if name.endswith(_ME_IN_NAMES):
-        return name[:-len(_ME_IN_NAMES)] + _ME_CANONICAL
-    return name
+    """Return a profile name as mig-parted spells it: its +me / +gfx / +me.all suffix with '+'.
+
+    "1g.10gb.me" -> "1g.10gb+me", "1g.24gb.me.all" -> "1g.24gb+me.all", "2g.48gb.gfx" ->
+    "2g.48gb+gfx"; names already spelt with '+', names without a suffix and "-me" names come
+    back unchanged.
+    """
+    match = _SUFFIXED.match(name)
+    if match is None:
+        return name
+    return match.group("base") + _PLUS + match.group("suffix")
+
+
+def label_safe_profile_name(name):
+    """Return a profile name as GFD, the device plugin and the operator write it: every '+' as '.'."""
+    return canonical_profile_name(name).replace(_PLUS, ".")
 
 
 def named_layout_for(profile_name):
-    """Return the all-<profile> layout name the operator uses ("all-1g.10gb.me")."""
-    return _ALL_PREFIX + profile_name.replace(_ME_CANONICAL, _ME_IN_NAMES)
+    """Return the all-<profile> layout name the operator uses ("all-1g.10gb.me", "all-1g.24gb.gfx")."""
+    return _ALL_PREFIX + label_safe_profile_name(profile_name)
 
 
 def resource_name(profile_name, strategy):
     """Return the extended resource a MIG device of this profile is advertised as.
 
-    mixed: nvidia.com/mig-<profile> with '+me' as '.me'; single: nvidia.com/gpu.
+    mixed: nvidia.com/mig-<profile> with every '+' as '.'; single: nvidia.com/gpu.
     Raises LayoutError for any other strategy.
     """
     if strategy == MIXED:
-        return _MIG_RESOURCE_PREFIX + profile_name.replace(_ME_CANONICAL, _ME_IN_NAMES)
+        return _MIG_RESOURCE_PREFIX + label_safe_profile_name(profile_name)
     if strategy == SINGLE:
         return FULL_GPU_RESOURCE
     raise LayoutError(
@@ -152,16 +180,32 @@ def resource_name(profile_name, strategy):
 def catalog_for(model):
     """Return the MigCatalog of a GpuModel.
 
-    Raises LayoutError when the model is not MIG-capable, naming the models that are.
+    Raises LayoutError when there is none: for a model that is not MIG-capable (as the table,
+    or GFD's nvidia.com/mig.capable for a model read from labels, says), and for a model the
+    catalog does not know, naming the models it knows; time-slicing, MPS and none need no
+    catalog.
     """
-    catalog = _CATALOGS.get(model.key)
-    if catalog is None:
+    catalog = _CATALOGS.get(model.key) if getattr(model, "catalogued", True) else None
+    if catalog is not None:
+        return catalog
+    if not model.mig_capable:
+        source = "" if getattr(model, "catalogued", True) else " (GPU Feature Discovery: nvidia.com/mig.capable is not true)"
         raise LayoutError(
-            "%s is not MIG-capable (nvidia.com/mig.capable=false); only %s applies "
-            "(MIG-capable: %s)"
-            % (model.product, ALL_DISABLED, ", ".join(_CATALOGS))
+            "%s is not MIG-capable%s; only %s applies (share it with strategy time-slicing or mps "
+            "instead; MIG-capable models: %s)"
+            % (model.product, source, ALL_DISABLED, ", ".join(known_mig_products()))
         )
-    return catalog
+    raise LayoutError(
+        "%s is not in the MIG catalog, so no MIG layout can be checked for it (known MIG models: %s); "
+        "share these nodes with strategy time-slicing, mps or none, or add the model to "
+        "plugins/module_utils/planning/mig_catalog.py"
+        % (model.product, ", ".join(known_mig_products()))
+    )
+
+
+def known_mig_products():
+    """Return the gpu.product of every model the catalog knows, in catalog order (one per model)."""
+    return [catalog.model.product for catalog in _CATALOG_LIST]
 
 
 # Placement on the 7-compute, 8-memory-slice GPUs (MIG User Guide via the reference):
@@ -205,20 +249,64 @@ _A30 = MigCatalog(
     balanced=(("1g.6gb", 2), ("2g.12gb", 1)),
 )
 
-# Driver notes: A100-40GB 1g.10gb needs R525+, and 4g+3g on one GPU needs R510+.
+# RTX PRO 6000 Blackwell: 4 compute and 4 memory slices, at most 4 instances (MIG User Guide,
+# "Supported GPUs"). Profile names and the most of each per GPU: the operator's config
+# (all-1g.24gb.gfx, all-1g.24gb.me.all, all-1g.24gb-me, all-2g.48gb*, all-4g.96gb*; all-balanced
+# 1g.24gb x2 + 2g.48gb). "+gfx" adds graphics, "+me.all" takes all media engines (so one per GPU),
+# "-me" has none. Placement is taken to be A30's 4-slice rule (1g anywhere, 2g at 0 or 2, 4g at
+# 0); the guide's figure was not read slice by slice.
+_RTX_PRO_6000 = MigCatalog(
+    model=model_for_key("RTX-PRO-6000-96GB"),
+    memory_slices=4,
+    compute_slices=4,
+    profiles=(
+        MigProfile("1g.24gb", 1, 1, 4, (0, 1, 2, 3)),
+        MigProfile("1g.24gb+gfx", 1, 1, 4, (0, 1, 2, 3)),
+        MigProfile("1g.24gb-me", 1, 1, 4, (0, 1, 2, 3)),
+        MigProfile("1g.24gb+me.all", 1, 1, 1, (0, 1, 2, 3)),
+        MigProfile("2g.48gb", 2, 2, 2, (0, 2)),
+        MigProfile("2g.48gb+gfx", 2, 2, 2, (0, 2)),
+        MigProfile("2g.48gb-me", 2, 2, 2, (0, 2)),
+        MigProfile("2g.48gb+me.all", 2, 2, 1, (0, 2)),
+        MigProfile("4g.96gb", 4, 4, 1, (0,)),
+        MigProfile("4g.96gb+gfx", 4, 4, 1, (0,)),
+    ),
+    balanced=(("1g.24gb", 2), ("2g.48gb", 1)),
+)
+
+# Driver notes: A100-40GB 1g.10gb needs R525+, and 4g+3g on one GPU needs R510+; H20 needs
+# R535+, B300 R580+, GB300 R595+ (MIG User Guide, "Deployment Considerations").
+_A100_40GB_NAMES = ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
+_80GB_NAMES = ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
+_94GB_NAMES = ("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb")
+_96GB_NAMES = ("1g.12gb", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb")
+_141GB_NAMES = ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")
 _CATALOG_LIST = (
     _A30,
-    # key, 1g, 1g on 2 memory slices, 2g, 3g, 4g, 7g
-    _seven_slice("A100-40GB", "1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
-    _seven_slice("A100-80GB", "1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    _seven_slice("H100-80GB", "1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    _seven_slice("H100-94GB", "1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
-    _seven_slice("H100-96GB", "1g.12gb", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"),
-    _seven_slice("H200-141GB", "1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+    # key, then 1g, 1g on 2 memory slices, 2g, 3g, 4g, 7g. Models that share a geometry share
+    # the operator config's device-filter list and all-balanced entry.
+    _seven_slice("A100-40GB", *_A100_40GB_NAMES),
+    _seven_slice("A800-40GB", *_A100_40GB_NAMES),
+    _seven_slice("A100-80GB", *_80GB_NAMES),
+    _seven_slice("A800-80GB", *_80GB_NAMES),
+    _seven_slice("H100-80GB", *_80GB_NAMES),
+    _seven_slice("H800-80GB", *_80GB_NAMES),
+    _seven_slice("H100-94GB", *_94GB_NAMES),
+    _seven_slice("H800-94GB", *_94GB_NAMES),
+    _seven_slice("H100-96GB", *_96GB_NAMES),
+    _seven_slice("H20-96GB", *_96GB_NAMES),
+    _seven_slice("H200-141GB", *_141GB_NAMES),
     # GH200 144G and GB200 rows come from the operator ConfigMap, which shares the
     # all-1g.18gb.me / all-1g.23gb.me configs with H200 / B200.
     _seven_slice("GH200-144GB", "1g.18gb", "1g.36gb", "2g.36gb", "3g.72gb", "4g.72gb", "7g.144gb"),
     _seven_slice("B200-180GB", "1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
     _seven_slice("GB200-186GB", "1g.23gb", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb", "7g.186gb"),
+    # B300 and GB300: the operator config's all-1g.34gb(.me) x7, all-1g.67gb x4, all-2g.67gb x3,
+    # all-3g.135gb x2, all-4g.135gb, all-7g.269gb and all-balanced 1g.34gb x2 + 2g.67gb + 3g.135gb
+    # (device filter 0x3182); GB300 the same with 1g.35gb, 1g.70gb, 2g.70gb, 3g.139gb, 4g.139gb,
+    # 7g.278gb (0x31C2; its all-1g.35gb entry is the 7-instance one).
+    _seven_slice("B300-288GB", "1g.34gb", "1g.67gb", "2g.67gb", "3g.135gb", "4g.135gb", "7g.269gb"),
+    _seven_slice("GB300-288GB", "1g.35gb", "1g.70gb", "2g.70gb", "3g.139gb", "4g.139gb", "7g.278gb"),
+    _RTX_PRO_6000,
 )
 _CATALOGS = dict((catalog.model.key, catalog) for catalog in _CATALOG_LIST)

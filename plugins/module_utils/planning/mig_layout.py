@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -296,10 +297,17 @@ def _places(counts):
     """True when every instance gets one of its start slices without sharing a memory slice.
 
     The catalog keeps every start within the GPU's memory slices, so only overlap is checked.
+    Answers are cached: messages try many near layouts, and layouts repeat across pools.
     """
+    return _places_cached(tuple(sorted(counts.items(), key=lambda item: item[0].name)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _places_cached(counts):
+    """_places for counts as a sorted tuple of (MigProfile, count)."""
     # Largest first: they have the fewest starts, so dead ends show up early.
     instances = sorted(
-        (profile for profile, count in counts.items() for dummy in range(count)),
+        (profile for profile, count in counts for dummy in range(count)),
         key=lambda profile: -profile.memory_slices,
     )
     return _place(instances, 0)
@@ -318,29 +326,56 @@ def _place(instances, used):
 
 
 def _what_fits(catalog, counts):
-    """Describe the most of the last-named profile that fits beside the others."""
+    """Describe layouts near counts that are valid on their own: what follows "valid:" in messages.
+
+    One profile: "up to N x <profile>". Several: up to two layouts with no more of each profile
+    than asked, e.g. "{3g.40gb: 1, 1g.10gb: 1} or {3g.40gb: 2}": the first keeps as many of the
+    asked profiles as fit (one of each, smallest first), then adds instances in the order asked; the second fills the GPU
+    largest profile first. Each is built by adding one instance at a time only while the whole
+    still passes the per-profile maxima and the placement search, so each is valid by itself.
+    """
     profiles = list(counts)
-    last = profiles[-1]
-    others = dict((profile, counts[profile]) for profile in profiles[:-1])
-    most = next((n for n in range(last.max_count, -1, -1) if _fits(_with(others, last, n))), None)
-    if not others:
-        return "up to %d x %s" % (most, last.name)
-    if most is None:
-        return "%d memory slices per GPU; %s" % (
-            catalog.memory_slices,
-            ", ".join("%s takes %d" % (profile.name, profile.memory_slices) for profile in profiles),
-        )
-    if most == 0:
-        return "%s leaves no room for %s" % (_format_counts(others), last.name)
-    return "up to %d x %s beside %s" % (most, last.name, _format_counts(others))
+    wanted = dict((profile, min(counts[profile], profile.max_count)) for profile in profiles)
+    if len(profiles) == 1:
+        only = profiles[0]
+        return "up to %d x %s" % (_grow(catalog, {}, [only], wanted)[only], only.name)
+    # One of each, smallest first: small instances leave the most room for the other kinds.
+    ones = dict((profile, 1) for profile in profiles)
+    kinds = _grow(catalog, {}, sorted(profiles, key=lambda profile: profile.memory_slices), ones)
+    kinds = _grow(catalog, kinds, profiles, wanted)
+    fullest = _grow(catalog, {}, sorted(profiles, key=lambda profile: -profile.memory_slices), wanted)
+    chosen = [kinds] if fullest == kinds else [kinds, fullest]
+    return " or ".join(_format_counts(_in_order(profiles, choice)) for choice in chosen)
 
 
-def _with(counts, profile, count):
-    """Return a copy of counts with profile set to count (dropped when 0)."""
+def _grow(catalog, counts, order, wanted):
+    """Add instances of each profile in order, up to wanted (within its maximum), while the layout still places."""
+    counts = dict(counts)
+    used = _slices(counts)
+    for profile in order:
+        while (counts.get(profile, 0) < wanted[profile]
+               and used + profile.memory_slices <= catalog.memory_slices
+               and _places(_plus(counts, profile, counts.get(profile, 0) + 1))):
+            counts[profile] = counts.get(profile, 0) + 1
+            used += profile.memory_slices
+    return counts
+
+
+def _slices(counts):
+    """Memory slices the instances of counts take together."""
+    return sum(profile.memory_slices * count for profile, count in counts.items())
+
+
+def _plus(counts, profile, count):
+    """A copy of counts with profile at count."""
     merged = dict(counts)
-    if count:
-        merged[profile] = count
+    merged[profile] = count
     return merged
+
+
+def _in_order(profiles, counts):
+    """counts with its keys in the order the user named the profiles."""
+    return dict((profile, counts[profile]) for profile in profiles if counts.get(profile))
 
 
 def _per_gpu(layout, gpus_per_node):

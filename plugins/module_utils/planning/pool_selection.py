@@ -10,8 +10,11 @@ node is shared (-SHARED, -MIG-<profile>), so that sharing never takes a node out
 A machineset matches the nodes whose annotation machine.openshift.io/machine is
 openshift-machine-api/<machineset>-<suffix>.
 
-resolve_pools finds each pool's nodes and refuses overlaps: a node belongs to one pool. Every
-function is pure: nodes are the plain dicts the access layer returns.
+resolve_pools finds each pool's nodes and refuses overlaps: a node belongs to one pool. It then
+refuses, with check_pool_nodes, nodes that cannot carry their pool's sharing, naming every one:
+nodes whose GFD labels give no GPU count, and in MIG pools nodes whose GPU model has no MIG (or no
+catalog entry) or does not fit the layout, grouped by GPU model. Every function is pure: nodes are
+the plain dicts the access layer returns.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,7 +23,18 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import base_product
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_plugin_config import (
+    MIG,
+    MPS,
+    TIME_SLICING,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import (
+    base_product,
+    gfd_gpu_count_problem,
+    model_for_labels,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import LayoutError, catalog_for
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_layout import validate_layout
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
     MACHINE_API_NAMESPACE,
     PoolError,
@@ -104,7 +118,7 @@ def resolve_pools(pools, nodes):
     """Return {pool name: [node dicts sorted by name]} in pool order; a pool may select no node.
 
     Raises PoolError when two pools select the same node, naming both pools and up to five of
-    the nodes they share.
+    the nodes they share; then when a pool's nodes cannot carry its sharing (check_pool_nodes).
     """
     ordered = sorted(nodes, key=node_name)
     selected = dict((pool.name, [node for node in ordered if pool_selects(pool, node)]) for pool in pools)
@@ -120,4 +134,65 @@ def resolve_pools(pools, nodes):
                     % (pool.name, other.name, "s" if len(shared) > 1 else "",
                        ", ".join(shared[:_OVERLAP_NODES_SHOWN]), " and %d more" % more if more > 0 else "")
                 )
+    for pool in pools:
+        check_pool_nodes(pool, selected[pool.name])
     return selected
+
+
+def check_pool_nodes(pool, nodes):
+    """Refuse nodes of a pool that cannot carry its sharing, naming every one of them.
+
+    For strategies mig, time-slicing and mps: a node whose nvidia.com/gpu.count is there but is no
+    count of 1 or more (the message names the node's GFD labels, the source of the value). For
+    mig: nodes whose GPU model is not MIG-capable, is not in the MIG catalog, or does not fit the
+    layout, grouped by GPU model, each group with its model's reason. Nodes without a gpu.product
+    label are left to the planner, which names them. Raises PoolError; returns None otherwise.
+    """
+    if pool.strategy not in (MIG, TIME_SLICING, MPS):
+        return
+    odd = [(node_name(node), gfd_gpu_count_problem(node_labels(node))) for node in nodes]
+    odd = [(name, problem) for name, problem in odd if problem]
+    if odd:
+        raise PoolError(
+            "pool '%s': %s; strategy %s needs each node's GPU count from GPU Feature Discovery (check GFD on "
+            "%s, or narrow the pool's selector)"
+            % (pool.name, "; ".join("node '%s': %s" % item for item in odd), pool.strategy,
+               "that node" if len(odd) == 1 else "those nodes")
+        )
+    if pool.strategy == MIG:
+        _check_mig_models(pool, nodes)
+
+
+def _check_mig_models(pool, nodes):
+    """Refuse a MIG pool whose layout some of its nodes' GPU models cannot take, grouped by model."""
+    groups = {}
+    for node in nodes:
+        labels = node_labels(node)
+        if not labels.get(PRODUCT_LABEL):
+            continue
+        model = model_for_labels(labels)
+        groups.setdefault(model, []).append(node_name(node))
+    refusals = []
+    for model in sorted(groups, key=lambda model: model.product):
+        names = groups[model]
+        if model.catalogued and not model.mig_capable:
+            refusals.append("%s %s %s, which is not MIG-capable; strategy mig needs MIG-capable GPUs"
+                            % (_nodes(names), "has" if len(names) == 1 else "have", model.product))
+            continue
+        try:
+            # A model without a catalog is refused for what it is, whatever the layout.
+            catalog_for(model)
+            validate_layout(model, pool.mig.layout)
+        except LayoutError as err:
+            where = _nodes(names) if len(groups) == 1 else "%s (%s)" % (_nodes(names), model.product)
+            refusals.append("%s: %s" % (where, err))
+    if refusals:
+        hint = ("" if len(refusals) == 1 and len(groups) == 1 else
+                "; the pool mixes %d GPU models: narrow its selector to one model, or give it a layout every "
+                "model takes" % len(groups))
+        raise PoolError("pool '%s': %s%s" % (pool.name, "; ".join(refusals), hint))
+
+
+def _nodes(names):
+    """Render node names for messages: "node 'a'" or "nodes 'a', 'b'"."""
+    return "%s %s" % ("node" if len(names) == 1 else "nodes", ", ".join("'%s'" % name for name in names))

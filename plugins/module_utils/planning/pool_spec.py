@@ -25,6 +25,7 @@ The user describes pools (inventory variable kubegpu_node_pools)::
         mps:                    # strategy mps only; MPS cannot share MIG devices
           replicas: 4           # >= 2
           rename_by_default: false
+          fail_requests_greater_than_one: true   # the default; false needs device plugin v0.20.0+
 
 A pool needs a selector, machinesets, or both (pool_selection.py says how they match nodes).
 An empty selector ({}) is refused: it would take every node of the cluster.
@@ -68,7 +69,7 @@ _OPERATORS = _OPERATORS_WITH_VALUES + ("Exists", "DoesNotExist")
 _SHARING_KEYS = ("strategy", "mig", "time_slicing", "mps")
 _MIG_KEYS = ("layout", "strategy")
 _TIME_SLICING_KEYS = ("replicas", "rename_by_default", "fail_requests_greater_than_one")
-_MPS_KEYS = ("replicas", "rename_by_default")
+_MPS_KEYS = ("replicas", "rename_by_default", "fail_requests_greater_than_one")
 
 # 40 characters keep kubegpu-<name> within the 63 of a label value.
 _POOL_NAME_MAX = 40
@@ -84,11 +85,16 @@ class PoolError(ValueError):
 
 @dataclass(frozen=True)
 class Sharing:
-    """Time-slicing or MPS of a pool: each device advertised replicas times."""
+    """Time-slicing or MPS of a pool: each device advertised replicas times.
+
+    fail_requests_greater_than_one: None leaves the device plugin's default, which differs by
+    mode: time-slicing lets a container ask for several replicas (false); MPS refuses it
+    (true; before device plugin v0.20.0 MPS always refused it, whatever the config said).
+    """
 
     replicas: int
     rename_by_default: bool = False
-    fail_requests_greater_than_one: bool = False
+    fail_requests_greater_than_one: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -440,8 +446,11 @@ def _parse_replicas(subject, field, raw, strategy):
         raise PoolError("%s: sharing.%s.replicas is %d; %s needs replicas >= 2 (%s)" % (subject, field, replicas, mode, hint))
     flags = {}
     for key in keys[1:]:
-        value = raw.get(key, False)
-        if not isinstance(value, bool):
+        value = raw.get(key)
+        if value is None:
+            # An absent fail_requests_greater_than_one keeps the device plugin's default for the mode.
+            value = None if key == "fail_requests_greater_than_one" else False
+        elif not isinstance(value, bool):
             raise PoolError("%s: sharing.%s.%s is %r; expected true or false" % (subject, field, key, value))
         flags[key] = value
     return Sharing(replicas=replicas, **flags)

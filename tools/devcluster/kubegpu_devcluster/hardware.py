@@ -3,6 +3,12 @@
 This table plays the part of the GPUs themselves and is kept apart from the collection's own catalog on
 purpose, so that tests compare the collection against an independent account of the hardware.
 Source: shared/reference/gpu-node-labels.md ("Per model"); values marked (d) there are derived.
+Models added for issue 9 (any NVIDIA GPU) follow GFD's rule for gpu.product (the NVML name, spaces -> '-'):
+NVIDIA-A40, NVIDIA-H200-NVL and NVIDIA-RTX-A6000 are seen as labels on real nodes; NVIDIA-RTX-PRO-5000-Blackwell
+is derived. Their gpu.memory values are derived from nvidia-smi totals (d), PCI ids from the PCI ID database;
+MIG-capable per NVIDIA's MIG User Guide ("Supported GPUs": H200 NVL and RTX PRO 5000 Blackwell yes, A40 and
+RTX A6000 no). RTX PRO 5000 is MIG-capable hardware that the collection's MIG catalog does not cover (it is not
+in the operator's default-mig-parted-config), which is what the tests need it for.
 """
 from __future__ import annotations
 
@@ -28,12 +34,16 @@ GPUS = {
     "H100-PCIE": Gpu("NVIDIA-H100-PCIe", 81559, (9, 0), "hopper", True, "2331"),
     "H100-94GB": Gpu("NVIDIA-H100-NVL", 95830, (9, 0), "hopper", True, "2321"),
     "H200": Gpu("NVIDIA-H200", 143771, (9, 0), "hopper", True, "2335"),
+    "H200-NVL": Gpu("NVIDIA-H200-NVL", 143771, (9, 0), "hopper", True, "233B"),
     "GH200": Gpu("NVIDIA-GH200-480GB", 97871, (9, 0), "hopper", True, "2342", "arm64"),
     "B200": Gpu("NVIDIA-B200", 183359, (10, 0), "blackwell", True, "2901"),
     "A30": Gpu("NVIDIA-A30", 24576, (8, 0), "ampere", True, "20B7"),
     "L40S": Gpu("NVIDIA-L40S", 46068, (8, 9), "ada-lovelace", False, "26B9"),
     "L4": Gpu("NVIDIA-L4", 23034, (8, 9), "ada-lovelace", False, "27B8"),
     "A10G": Gpu("NVIDIA-A10G", 23028, (8, 6), "ampere", False, "2237"),
+    "A40": Gpu("NVIDIA-A40", 46068, (8, 6), "ampere", False, "2235"),
+    "RTX-A6000": Gpu("NVIDIA-RTX-A6000", 49140, (8, 6), "ampere", False, "2230"),
+    "RTX-PRO-5000": Gpu("NVIDIA-RTX-PRO-5000-Blackwell", 48935, (12, 0), "blackwell", True, "2BB3"),
     "T4": Gpu("Tesla-T4", 15360, (7, 5), "turing", False, "1EB8"),
 }
 
@@ -65,6 +75,9 @@ MIG_PROFILES = {
               "4g.48gb": (4, 1), "7g.96gb": (8, 1)},
     "H200": {"1g.18gb": (1, 7), "1g.18gb+me": (1, 1), "1g.35gb": (2, 4), "2g.35gb": (2, 3), "3g.71gb": (4, 2),
              "4g.71gb": (4, 1), "7g.141gb": (8, 1)},
+    # H200 NVL: the operator's default config gives it H200's geometry (device filters 0x2335, 0x233B).
+    "H200-NVL": {"1g.18gb": (1, 7), "1g.18gb+me": (1, 1), "1g.35gb": (2, 4), "2g.35gb": (2, 3),
+                 "3g.71gb": (4, 2), "4g.71gb": (4, 1), "7g.141gb": (8, 1)},
     "B200": {"1g.23gb": (1, 7), "1g.23gb+me": (1, 1), "1g.45gb": (2, 4), "2g.45gb": (2, 3), "3g.90gb": (4, 2),
              "4g.90gb": (4, 1), "7g.180gb": (8, 1)},
 }
@@ -80,6 +93,7 @@ MIG_BALANCED = {
     "H100-94GB": {"1g.12gb": 2, "2g.24gb": 1, "3g.47gb": 1},
     "GH200": {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1},
     "H200": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
+    "H200-NVL": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
     "B200": {"1g.23gb": 2, "2g.45gb": 1, "3g.90gb": 1},
 }
 

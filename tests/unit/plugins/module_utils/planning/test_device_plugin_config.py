@@ -59,6 +59,21 @@ def pool(strategy, **fields):
      "    resources:\n"
      "    - name: nvidia.com/gpu\n"
      "      replicas: 20\n"),
+    # MPS refuses requests for more than one replica by default (k8s-device-plugin api/config/v1/config.go);
+    # only an explicit false is written, so true and unset render the text they always did.
+    (pool("mps", mps=Sharing(4, fail_requests_greater_than_one=True)), {},
+     "version: v1\nflags:\n  migStrategy: none\nsharing:\n  mps:\n    renameByDefault: false\n    resources:\n"
+     "    - name: nvidia.com/gpu\n      replicas: 4\n"),
+    (pool("mps", mps=Sharing(4)), {},
+     "version: v1\nflags:\n  migStrategy: none\nsharing:\n  mps:\n    renameByDefault: false\n    resources:\n"
+     "    - name: nvidia.com/gpu\n      replicas: 4\n"),
+    (pool("mps", mps=Sharing(4, fail_requests_greater_than_one=False)), {},
+     "version: v1\nflags:\n  migStrategy: none\nsharing:\n  mps:\n    renameByDefault: false\n"
+     "    failRequestsGreaterThanOne: false\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n"),
+    # Time-slicing always writes the field; unset is the plugin's time-slicing default, false.
+    (pool("time-slicing", time_slicing=Sharing(3, fail_requests_greater_than_one=None)), {},
+     "version: v1\nflags:\n  migStrategy: none\nsharing:\n  timeSlicing:\n    renameByDefault: false\n"
+     "    failRequestsGreaterThanOne: false\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 3\n"),
     (pool("mig", mig=MigSharing("all-balanced")), {"mig_strategy": "mixed"},
      "version: v1\nflags:\n  migStrategy: mixed\n"),
     # The pool's own strategy serves when none is passed.

@@ -8,7 +8,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_mode
     MODELS,
     UnknownGpuError,
     base_product,
+    gfd_gpu_count_problem,
+    known_products,
     model_for_key,
+    model_for_labels,
     model_for_product,
 )
 
@@ -18,20 +21,40 @@ PRODUCTS = [
     ("NVIDIA-A30", "A30-24GB", 24576, "ampere", "8.0", True, "0x20B710DE"),
     ("NVIDIA-A100-SXM4-40GB", "A100-40GB", 40960, "ampere", "8.0", True, "0x20B010DE"),
     ("A100-SXM4-40GB", "A100-40GB", 40960, "ampere", "8.0", True, "0x20B010DE"),
+    ("NVIDIA-A100-PCIE-40GB", "A100-40GB", 40960, "ampere", "8.0", True, "0x20B110DE"),
+    ("NVIDIA-A800-40GB-Active", "A800-40GB", None, "ampere", "8.0", True, "0x20F610DE"),
     ("NVIDIA-A100-SXM4-80GB", "A100-80GB", 81920, "ampere", "8.0", True, "0x20B210DE"),
     ("NVIDIA-A100-80GB-PCIe", "A100-80GB", 81920, "ampere", "8.0", True, "0x20B510DE"),
+    ("NVIDIA-A800-SXM4-80GB", "A800-80GB", 81920, "ampere", "8.0", True, "0x20F310DE"),
+    ("NVIDIA-A800-80GB-PCIe", "A800-80GB", 81920, "ampere", "8.0", True, "0x20F510DE"),
     ("NVIDIA-H100-80GB-HBM3", "H100-80GB", 81559, "hopper", "9.0", True, "0x233010DE"),
     ("NVIDIA-H100-PCIe", "H100-80GB", 81559, "hopper", "9.0", True, "0x233110DE"),
+    ("NVIDIA-H800", "H800-80GB", None, "hopper", "9.0", True, "0x232410DE"),
+    ("NVIDIA-H800-PCIe", "H800-80GB", None, "hopper", "9.0", True, "0x232210DE"),
     ("NVIDIA-H100-NVL", "H100-94GB", 95830, "hopper", "9.0", True, "0x232110DE"),
+    ("NVIDIA-H800-NVL", "H800-94GB", None, "hopper", "9.0", True, "0x233A10DE"),
     ("NVIDIA-GH200-480GB", "H100-96GB", 97871, "hopper", "9.0", True, "0x234210DE"),
+    ("NVIDIA-H100-96GB-HBM3", "H100-96GB", 97871, "hopper", "9.0", True, "0x233D10DE"),
+    ("NVIDIA-H20", "H20-96GB", None, "hopper", "9.0", True, "0x232910DE"),
     ("NVIDIA-H200", "H200-141GB", 143771, "hopper", "9.0", True, "0x233510DE"),
+    ("NVIDIA-H200-NVL", "H200-141GB", 143771, "hopper", "9.0", True, "0x233B10DE"),
     ("NVIDIA-GH200-144G-HBM3e", "GH200-144GB", 146831, "hopper", "9.0", True, "0x234810DE"),
     ("NVIDIA-B200", "B200-180GB", 183359, "blackwell", "10.0", True, "0x290110DE"),
     ("NVIDIA-GB200", "GB200-186GB", 189471, "blackwell", "10.0", True, "0x294110DE"),
+    ("NVIDIA-B300-SXM6-AC", "B300-288GB", None, "blackwell", "10.3", True, "0x318210DE"),
+    ("NVIDIA-GB300", "GB300-288GB", None, "blackwell", "10.3", True, "0x31C210DE"),
+    ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", "RTX-PRO-6000-96GB", None, "blackwell", "12.0", True,
+     "0x2BB510DE"),
+    ("NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition", "RTX-PRO-6000-96GB", None, "blackwell", "12.0", True,
+     "0x2BB510DE"),
+    ("NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition", "RTX-PRO-6000-96GB", None, "blackwell", "12.0",
+     True, "0x2BB510DE"),
     ("NVIDIA-L40S", "L40S", 46068, "ada-lovelace", "8.9", False, "0x26B910DE"),
     ("NVIDIA-L4", "L4", 23034, "ada-lovelace", "8.9", False, "0x27B810DE"),
     ("NVIDIA-A10G", "A10G", 23028, "ampere", "8.6", False, "0x223710DE"),
+    ("NVIDIA-A40", "A40", None, "ampere", "8.6", False, "0x223510DE"),
     ("Tesla-T4", "T4", 15360, "turing", "7.5", False, "0x1EB810DE"),
+    ("Tesla-V100-SXM2-32GB", "V100-32GB", None, "volta", "7.0", False, "0x1DB510DE"),
 ]
 
 
@@ -97,7 +120,7 @@ def test_base_product(label, expected):
 
 @pytest.mark.parametrize(
     "label",
-    ["NVIDIA-H20", "nvidia-h100-80gb-hbm3", "NVIDIA-H100-80GB", "H100", "NVIDIA-RTX-PRO-6000-SHARED"],
+    ["NVIDIA-H30", "nvidia-h100-80gb-hbm3", "NVIDIA-H100-80GB", "H100", "NVIDIA-RTX-PRO-6000-SHARED"],
 )
 def test_unknown_product_is_refused_with_the_known_list(label):
     with pytest.raises(UnknownGpuError) as err:
@@ -133,3 +156,85 @@ def test_model_fields_have_the_label_and_filter_formats(model):
     assert all(label_value.match(product) for product in model.products)
     assert all(re.match(r"^0x[0-9A-F]{4}10DE$", pci) for pci in model.device_filter)
     assert re.match(r"^\d+\.\d$", model.compute_capability)
+
+
+# ---------------------------------------------------------------------------------------------
+# Any NVIDIA GPU: the model of a node's labels, catalogued or not (issue 9)
+# ---------------------------------------------------------------------------------------------
+
+GFD_KEYS = {"memory": "nvidia.com/gpu.memory", "family": "nvidia.com/gpu.family",
+            "mig_capable": "nvidia.com/mig.capable", "major": "nvidia.com/gpu.compute.major",
+            "minor": "nvidia.com/gpu.compute.minor"}
+
+
+def gfd(product, **extra):
+    labels = {"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": "4"}
+    labels.update((GFD_KEYS[key], value) for key, value in extra.items())
+    return labels
+
+
+@pytest.mark.parametrize("product, key", [
+    ("NVIDIA-A100-PCIE-40GB", "A100-40GB"),
+    ("NVIDIA-H200-NVL", "H200-141GB"),
+    ("NVIDIA-H200-NVL-SHARED", "H200-141GB"),
+    ("NVIDIA-H20", "H20-96GB"),
+    ("NVIDIA-A40", "A40"),
+    ("Tesla-V100-SXM2-32GB", "V100-32GB"),
+    ("NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", "H100-80GB"),
+])
+def test_model_for_labels_finds_catalogued_models(product, key):
+    model = model_for_labels(gfd(product))
+    assert (model.key, model.catalogued) == (key, True)
+
+
+@pytest.mark.parametrize("labels, expected", [
+    (gfd("NVIDIA-RTX-A6000", memory="49140", family="ampere", mig_capable="false", major="8", minor="6"),
+     ("NVIDIA-RTX-A6000", ("NVIDIA-RTX-A6000",), (), 49140, "ampere", "8.6", False)),
+    (gfd("NVIDIA-RTX-A6000-SHARED"), ("NVIDIA-RTX-A6000", ("NVIDIA-RTX-A6000",), (), None, "", "", False)),
+    (gfd("NVIDIA-X999-MIG-1g.20gb", mig_capable="true"), ("NVIDIA-X999", ("NVIDIA-X999",), (), None, "", "", True)),
+    (gfd("NVIDIA-X999", memory="lots"), ("NVIDIA-X999", ("NVIDIA-X999",), (), None, "", "", False)),
+])
+def test_model_for_labels_reads_an_uncatalogued_gpu_from_its_labels(labels, expected):
+    model = model_for_labels(labels)
+    assert (model.key, model.products, model.device_filter, model.memory_mib, model.family,
+            model.compute_capability, model.mig_capable) == expected
+    assert model.catalogued is False
+    assert model.product == expected[0]
+
+
+@pytest.mark.parametrize("labels", [{}, None, {"nvidia.com/gpu.product": ""}, {"nvidia.com/gpu.count": "8"}])
+def test_model_for_labels_refuses_a_node_without_a_product(labels):
+    with pytest.raises(UnknownGpuError) as err:
+        model_for_labels(labels)
+    assert "nvidia.com/gpu.product is" in str(err.value)
+    assert "GPU Feature Discovery" in str(err.value)
+
+
+def test_model_for_product_stays_strict():
+    # The mig_layout module relies on it to tell a typo from a model.
+    with pytest.raises(UnknownGpuError):
+        model_for_product("NVIDIA-RTX-A6000")
+
+
+def test_known_products_is_every_product_sorted():
+    assert known_products() == sorted(p for model in MODELS for p in model.products)
+
+
+@pytest.mark.parametrize("labels, problem", [
+    (gfd("NVIDIA-A40"), None),
+    ({"nvidia.com/gpu.product": "NVIDIA-A40"}, None),                          # no count: not predicted, not odd
+    (dict(gfd("NVIDIA-A40"), **{"nvidia.com/gpu.count": "0"}),
+     "GPU Feature Discovery labels nvidia.com/gpu.count='0', nvidia.com/gpu.product='NVIDIA-A40': expected a GPU "
+     "count of 1 or more"),
+    (dict(gfd("NVIDIA-A40"), **{"nvidia.com/gpu.count": "four"}),
+     "GPU Feature Discovery labels nvidia.com/gpu.count='four', nvidia.com/gpu.product='NVIDIA-A40'"),
+    # Under MIG strategy single gpu.count counts MIG devices: 56 is fine, 0 (MIG-INVALID) hides the GPU count.
+    (dict(gfd("NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"), **{"nvidia.com/gpu.count": "56"}), None),
+    (dict(gfd("NVIDIA-H100-80GB-HBM3-MIG-INVALID"), **{"nvidia.com/gpu.count": "0"}),
+     "GPU Feature Discovery labels nvidia.com/gpu.count='0', nvidia.com/gpu.product='NVIDIA-H100-80GB-HBM3-MIG-INVALID': "
+     "under MIG strategy single GFD counts MIG devices"),
+    ({"nvidia.com/gpu.count": "0"}, None),
+])
+def test_gfd_gpu_count_problem(labels, problem):
+    found = gfd_gpu_count_problem(labels)
+    assert found == problem if problem is None else problem in found

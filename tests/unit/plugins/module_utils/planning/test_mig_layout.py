@@ -1,10 +1,12 @@
 """MIG layout validation, placement, mig-parted rendering and advertised resources."""
 
 import itertools
+import re
 
 import pytest
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import model_for_key
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import catalog_for
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_layout import (
     LayoutEntry,
     LayoutError,
@@ -108,13 +110,13 @@ def test_seven_slice_gpus_refuse_unplaceable_layouts(key, letters, fragment):
         (
             {"3g.40gb": 2, "1g.10gb": 1},
             "layout {3g.40gb: 2, 1g.10gb: 1} needs 9 memory slices, NVIDIA-H100-80GB-HBM3 has 8 "
-            "(valid: {3g.40gb: 2} leaves no room for 1g.10gb)",
+            "(valid: {3g.40gb: 1, 1g.10gb: 1} or {3g.40gb: 2})",
         ),
         (
             {"4g.40gb": 1, "1g.10gb": 4},
             "layout {4g.40gb: 1, 1g.10gb: 4} cannot be placed on NVIDIA-H100-80GB-HBM3: the instances "
             "overlap at every combination of their allowed start memory slices (4g.40gb at 0; "
-            "1g.10gb at 0, 1, 2, 3, 4, 5, 6) (valid: up to 3 x 1g.10gb beside {4g.40gb: 1})",
+            "1g.10gb at 0, 1, 2, 3, 4, 5, 6) (valid: {4g.40gb: 1, 1g.10gb: 3})",
         ),
         (
             {"1g.10gb+me": 2},
@@ -124,7 +126,24 @@ def test_seven_slice_gpus_refuse_unplaceable_layouts(key, letters, fragment):
         (
             {"7g.80gb": 1, "3g.40gb": 1, "4g.40gb": 1},
             "layout {7g.80gb: 1, 3g.40gb: 1, 4g.40gb: 1} needs 16 memory slices, NVIDIA-H100-80GB-HBM3 "
-            "has 8 (valid: 8 memory slices per GPU; 7g.80gb takes 8, 3g.40gb takes 4, 4g.40gb takes 4)",
+            "has 8 (valid: {3g.40gb: 1, 4g.40gb: 1} or {7g.80gb: 1})",
+        ),
+        (
+            # Issue 9: the alternative used to be "{2g.20gb: 2} leaves no room for 4g.40gb".
+            {"2g.20gb": 2, "4g.40gb": 1},
+            "layout {2g.20gb: 2, 4g.40gb: 1} cannot be placed on NVIDIA-H100-80GB-HBM3: the instances overlap at "
+            "every combination of their allowed start memory slices (2g.20gb at 0, 2, 4; 4g.40gb at 0) "
+            "(valid: {2g.20gb: 1, 4g.40gb: 1})",
+        ),
+        (
+            {"1g.10gb+me": 2, "1g.10gb": 1},
+            "layout {1g.10gb+me: 2, 1g.10gb: 1} asks for 2 x 1g.10gb+me, NVIDIA-H100-80GB-HBM3 takes at most 1 "
+            "(valid: {1g.10gb+me: 1, 1g.10gb: 1})",
+        ),
+        (
+            {"2g.20gb": 4, "1g.10gb": 1},
+            "layout {2g.20gb: 4, 1g.10gb: 1} needs 9 memory slices, NVIDIA-H100-80GB-HBM3 has 8 "
+            "(valid: {2g.20gb: 3, 1g.10gb: 1})",
         ),
     ],
 )
@@ -156,7 +175,7 @@ def test_a30_accepts_its_own_geometry(layout):
         ({"1g.6gb": 5}, "needs 5 memory slices, NVIDIA-A30 has 4 (valid: up to 4 x 1g.6gb)"),
         ({"2g.12gb": 3}, "needs 6 memory slices, NVIDIA-A30 has 4 (valid: up to 2 x 2g.12gb)"),
         ({"4g.24gb": 1, "1g.6gb": 1}, "needs 5 memory slices"),
-        ({"2g.12gb": 2, "1g.6gb": 1}, "(valid: {2g.12gb: 2} leaves no room for 1g.6gb)"),
+        ({"2g.12gb": 2, "1g.6gb": 1}, "(valid: {2g.12gb: 1, 1g.6gb: 1} or {2g.12gb: 2})"),
         ({"1g.6gb+me": 2}, "asks for 2 x 1g.6gb+me, NVIDIA-A30 takes at most 1"),
         ({"2g.12gb+me": 2}, "asks for 2 x 2g.12gb+me, NVIDIA-A30 takes at most 1"),
         ({"3g.20gb": 1}, "unknown MIG profile '3g.20gb' for NVIDIA-A30 (valid: 1g.6gb, 1g.6gb+me, 2g.12gb, "),
@@ -513,3 +532,89 @@ def test_mig_layout_is_immutable():
     assert isinstance(layout, MigLayout)
     with pytest.raises(AttributeError):
         layout.entries = ()
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 9: whatever follows "valid:" is a layout that is valid on its own
+# ---------------------------------------------------------------------------------------------
+
+_ALTERNATIVE = re.compile(r"\{([^{}]*)\}")
+_UP_TO = re.compile(r"^up to (\d+) x (\S+)$")
+
+
+def _alternatives(message):
+    """The layouts a message proposes after "(valid: ", as {profile: count} dicts."""
+    proposed = message.rsplit("(valid: ", 1)[1][:-1]
+    match = _UP_TO.match(proposed)
+    if match:
+        return [{match.group(2): int(match.group(1))}]
+    layouts = []
+    for body in _ALTERNATIVE.findall(proposed):
+        layouts.append(dict((name.strip(), int(count)) for name, count in
+                            (item.split(":") for item in body.split(","))))
+    assert layouts and " or ".join("{%s}" % b for b in _ALTERNATIVE.findall(proposed)) == proposed, message
+    return layouts
+
+
+def _invalid_pairs(key):
+    """Every two-profile layout of the model, counts up to one over each maximum, that is refused."""
+    model = model_for_key(key)
+    profiles = catalog_for(model).profiles
+    for first, second in itertools.permutations(profiles, 2):
+        for a in range(1, first.max_count + 2):
+            for b in range(1, second.max_count + 2):
+                layout = {first.name: a, second.name: b}
+                try:
+                    validate_layout(model, layout)
+                except LayoutError as err:
+                    yield layout, str(err)
+
+
+@pytest.mark.parametrize("key", ["H100-80GB", "A30-24GB", "RTX-PRO-6000-96GB", "A100-40GB", "B300-288GB"])
+def test_every_proposed_alternative_is_valid_on_its_own(key):
+    model = model_for_key(key)
+    checked = 0
+    for layout, message in _invalid_pairs(key):
+        if "(valid: " not in message or "unknown MIG profile" in message:
+            continue
+        for alternative in _alternatives(message):
+            validate_layout(model, alternative)
+            assert all(alternative[name] <= layout[name] for name in alternative), (layout, message)
+            checked += 1
+    assert checked > 20
+
+
+@pytest.mark.parametrize("layout", [
+    {"3g.40gb": 3}, {"1g.10gb": 8}, {"7g.80gb": 2}, {"1g.10gb+me": 2},
+    {"3g.40gb": 2, "1g.10gb": 1}, {"4g.40gb": 1, "3g.40gb": 1, "1g.10gb": 1},
+    {"7g.80gb": 1, "1g.10gb": 1, "2g.20gb": 1, "3g.40gb": 2},
+])
+def test_h100_alternatives_of_larger_layouts_are_valid(layout):
+    with pytest.raises(LayoutError) as err:
+        validate_layout(H100, layout)
+    for alternative in _alternatives(str(err.value)):
+        validate_layout(H100, alternative)
+
+
+@pytest.mark.parametrize("layout, valid", [
+    ({"1g.24gb+me.all": 2}, "(valid: up to 1 x 1g.24gb+me.all)"),
+    ({"4g.96gb": 1, "1g.24gb.gfx": 1}, "(valid: {1g.24gb+gfx: 1} or {4g.96gb: 1})"),
+    ({"2g.48gb": 2, "1g.24gb-me": 1}, "(valid: {2g.48gb: 1, 1g.24gb-me: 1} or {2g.48gb: 2})"),
+])
+def test_rtx_pro_6000_messages(layout, valid):
+    with pytest.raises(LayoutError) as err:
+        validate_layout(model_for_key("RTX-PRO-6000-96GB"), layout)
+    assert valid in str(err.value)
+
+
+@pytest.mark.parametrize("key, layout, resources", [
+    ("RTX-PRO-6000-96GB", {"1g.24gb+gfx": 2, "2g.48gb": 1},
+     {"nvidia.com/mig-1g.24gb.gfx": 8, "nvidia.com/mig-2g.48gb": 4}),
+    ("RTX-PRO-6000-96GB", {"1g.24gb.me.all": 1, "1g.24gb-me": 3},
+     {"nvidia.com/mig-1g.24gb.me.all": 4, "nvidia.com/mig-1g.24gb-me": 12}),
+    ("H20-96GB", "all-balanced", {"nvidia.com/mig-1g.12gb": 8, "nvidia.com/mig-2g.24gb": 4, "nvidia.com/mig-3g.48gb": 4}),
+    ("B300-288GB", {"3g.135gb": 1, "4g.135gb": 1}, {"nvidia.com/mig-3g.135gb": 4, "nvidia.com/mig-4g.135gb": 4}),
+    ("H200-141GB", "all-1g.18gb.me", {"nvidia.com/mig-1g.18gb.me": 4}),
+])
+def test_new_models_advertise_label_safe_resources(key, layout, resources):
+    assert resources_for(model_for_key(key), layout, 4, "mixed") == resources

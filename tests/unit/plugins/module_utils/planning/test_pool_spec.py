@@ -38,6 +38,13 @@ from pool_builders import L40S, by_label, raw_pool  # noqa: E402  pylint: disabl
       "sharing": {"strategy": "mps", "mps": {"replicas": 4}}},
      Pool(name="batch-a100", strategy="mps", machinesets=("demo-gpu-a100-us-east-1a",), max_unavailable=2,
           mps=Sharing(4))),
+    # MPS: fail_requests_greater_than_one left out keeps the device plugin's MPS default (true); false relaxes it.
+    (raw_pool("mps-relaxed", sharing={"strategy": "mps", "mps": {"replicas": 4, "fail_requests_greater_than_one": False}}),
+     Pool(name="mps-relaxed", strategy="mps", selector={"matchLabels": {"pool": "mps-relaxed"}, "matchExpressions": []},
+          mps=Sharing(4, fail_requests_greater_than_one=False))),
+    (raw_pool("mps-strict", sharing={"strategy": "mps", "mps": {"replicas": 4, "fail_requests_greater_than_one": True}}),
+     Pool(name="mps-strict", strategy="mps", selector={"matchLabels": {"pool": "mps-strict"}, "matchExpressions": []},
+          mps=Sharing(4, fail_requests_greater_than_one=True))),
     (raw_pool("mig-ts", sharing={"strategy": "mig", "mig": {"layout": "all-1g.10gb", "strategy": "single"},
                                  "time_slicing": {"replicas": 2, "fail_requests_greater_than_one": True}}),
      Pool(name="mig-ts", strategy="mig", selector={"matchLabels": {"pool": "mig-ts"}, "matchExpressions": []},
@@ -151,8 +158,10 @@ INVALID = [
      "pool 'a': sharing.time_slicing.replicas is None"),
     ([raw_pool("a", sharing={"strategy": "time-slicing", "time_slicing": {"replicas": 2, "rename_by_default": "yes"}})],
      "pool 'a': sharing.time_slicing.rename_by_default is 'yes'; expected true or false"),
-    ([raw_pool("a", sharing={"strategy": "mps", "mps": {"replicas": 2, "fail_requests_greater_than_one": True}})],
-     "pool 'a': unknown key fail_requests_greater_than_one in sharing.mps (valid: replicas, rename_by_default)"),
+    ([raw_pool("a", sharing={"strategy": "mps", "mps": {"replicas": 2, "fail_requests_greater_than_one": "no"}})],
+     "pool 'a': sharing.mps.fail_requests_greater_than_one is 'no'; expected true or false"),
+    ([raw_pool("a", sharing={"strategy": "mps", "mps": {"replicas": 2, "share": True}})],
+     "pool 'a': unknown key share in sharing.mps (valid: replicas, rename_by_default, fail_requests_greater_than_one)"),
     ([raw_pool("a", sharing="mig")], "pool 'a': sharing is 'mig'; expected a mapping"),
 ]
 
