@@ -31,4 +31,5 @@ build_one kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver \
 helm=$(cd "$here/build/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v3)
 build_one helm helm.sh/helm/v3/cmd/helm \
   "-X helm.sh/helm/v3/internal/version.version=$helm -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+build_one toxiproxy github.com/Shopify/toxiproxy/v2/cmd/server  # TCP fault proxy for tests/integration/test_api_faults.py
 echo "$cache/bin"
