@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import email.utils
+import json
 import random
 import time
 
@@ -38,6 +39,15 @@ RETRY_STATUSES = (429, 500, 502, 503, 504)
 # Bodies that leave the same object however often they are applied.
 IDEMPOTENT_PATCHES = ("application/apply-patch+yaml", "application/merge-patch+json",
                       "application/strategic-merge-patch+json")
+
+
+_ADVICE = {
+    THROTTLED: "The API server kept refusing it: check its load and API Priority and Fairness settings",
+    SERVER: "The API server kept failing: check its health and etcd's",
+    CONNECTION: "The API server could not be reached reliably: check the network path to it (proxies, load "
+                "balancers)",
+    CONFLICT: "Another writer kept changing the object: find it (managedFields) and stop it",
+}
 
 
 class ClusterError(Exception):
@@ -102,23 +112,33 @@ def _header(headers, name):
     return None
 
 
-def _status_reason(exc):
+def _body_text(exc):
     body = getattr(exc, "body", None)
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
-    return (body or "").lower()
+    return body if isinstance(body, str) else ""
+
+
+def _server_message(body_text):
+    """The `message` of a Status body, shortened, for naming the fault (e.g. a PodDisruptionBudget's refusal)."""
+    try:
+        message = json.loads(body_text).get("message")
+    except (ValueError, AttributeError):
+        return ""
+    return ": {0}".format(message[:200]) if isinstance(message, str) and message else ""
 
 
 def _status_fault(status, reason, headers, body_text):
     if status == 429:
-        return Fault(THROTTLED, False, "HTTP 429 {0}".format(reason or "Too Many Requests"),
+        return Fault(THROTTLED, False, "HTTP 429 {0}{1}".format(reason or "Too Many Requests",
+                                                                _server_message(body_text)),
                      parse_retry_after(_header(headers, "Retry-After")))
     if status in (500, 502, 503, 504):
         # The server may have stored the change before failing (etcd timeouts answer 500 or 504).
-        return Fault(SERVER, True, "HTTP {0} {1}".format(status, reason or ""),
+        return Fault(SERVER, True, "HTTP {0} {1}{2}".format(status, reason or "", _server_message(body_text)),
                      parse_retry_after(_header(headers, "Retry-After")))
-    if status == 409 and "alreadyexists" not in body_text.replace(" ", "") and "fieldmanagerconflict" not in \
-            body_text.replace(" ", "") and "already exists" not in body_text:
+    folded = body_text.lower().replace(" ", "")
+    if status == 409 and "alreadyexists" not in folded and "fieldmanagerconflict" not in folded:
         return Fault(CONFLICT, False, "HTTP 409 Conflict (the object changed since it was read)")
     return None
 
@@ -126,11 +146,11 @@ def _status_fault(status, reason, headers, body_text):
 def classify(exc):
     """The Fault an exception stands for, or None when it is no transient fault (404, 403, a bad request...)."""
     if isinstance(exc, StatusFault):
-        return _status_fault(exc.status, exc.reason, exc.headers, _status_reason(exc))
+        return _status_fault(exc.status, exc.reason, exc.headers, _body_text(exc))
     status = getattr(exc, "status", None)
     if isinstance(status, int) and status > 0:
         return _status_fault(status, getattr(exc, "reason", None), getattr(exc, "headers", None),
-                             _status_reason(exc))
+                             _body_text(exc))
     if status == 0:
         # The REST client turns urllib3's SSLError into ApiException(status=0): a TLS handshake cut short
         # (the request was not sent yet) is transient, a certificate that does not verify is not.
@@ -259,9 +279,9 @@ class Retrier(object):
                 spent = self.clock() - start
                 if failures >= self.policy.max_attempts or spent + wait > self.policy.budget:
                     raise ApiRetryError(
-                        "{0}: gave up after {1} tries in {2:.1f} s (retry budget {3:.0f} s): last fault {4}. The API "
-                        "server is throttling or unreachable: check its health and load, or raise "
-                        "KUBEGPU_API_RETRY_BUDGET.".format(what, failures, spent, self.policy.budget, fault.detail),
+                        "{0}: gave up after {1} tries in {2:.1f} s (retry budget {3:.0f} s): last fault {4}. {5}, "
+                        "or raise KUBEGPU_API_RETRY_BUDGET (seconds).".format(
+                            what, failures, spent, self.policy.budget, fault.detail, _ADVICE[fault.kind]),
                         what, fault, failures)
             finally:
                 self._depth -= 1

@@ -140,6 +140,12 @@ def test_budget_exhausted_names_the_request_and_the_fault():
     assert err.value.fault.kind == "429" and send.calls == err.value.attempts
 
 
+def test_fault_names_what_the_server_said():
+    body = b'{"kind":"Status","message":"Cannot evict pod as it would violate the pod\'s disruption budget."}'
+    fault = classify(ApiError(429, "Too Many Requests", body=body))
+    assert fault.kind == "429" and "disruption budget" in fault.detail
+
+
 def test_max_attempts_bounds_a_fast_failing_request():
     r, _ = retrier(budget=1e9, max_attempts=4, rng=lambda: 0.0)
     send = failing(*[REFUSED] * 10)
