@@ -353,7 +353,7 @@ def test_retry_budget_exhausted_names_the_request_and_the_fault(faults):
     assert result.get("failed") is True
     msg = result["msg"]
     print(f"\nbudget spent in {seconds:.1f} s: {msg}")
-    assert "gave up after" in msg and "retry budget 3 s" in msg, msg
+    assert "gave up after" in msg and "retry budget 3 s" in msg and "KUBEGPU_API_RETRY_BUDGET" in msg, msg
     assert "reset" in msg.lower() or "aborted" in msg.lower(), msg          # the fault
     assert "GET /" in msg or "connect to the API server" in msg, msg        # the request
     assert result["api_retries"]["connection"] > 0

@@ -279,9 +279,13 @@ class Retrier(object):
                 spent = self.clock() - start
                 if failures >= self.policy.max_attempts or spent + wait > self.policy.budget:
                     raise ApiRetryError(
-                        "{0}: gave up after {1} tries in {2:.1f} s (retry budget {3:.0f} s): last fault {4}. {5}, "
-                        "or raise KUBEGPU_API_RETRY_BUDGET (seconds).".format(
-                            what, failures, spent, self.policy.budget, fault.detail, _ADVICE[fault.kind]),
+                        "{0}: gave up after {1} tries in {2:.1f} s ({3}): last fault {4}. {5}, or raise "
+                        "KUBEGPU_API_RETRY_BUDGET (seconds).".format(
+                            what, failures, spent,
+                            "{0} tries at most".format(self.policy.max_attempts) if failures >= self.policy.max_attempts
+                            else "waiting {0:.1f} s more would pass the retry budget {1:g} s".format(
+                                wait, self.policy.budget),
+                            fault.detail, _ADVICE[fault.kind]),
                         what, fault, failures)
             finally:
                 self._depth -= 1
