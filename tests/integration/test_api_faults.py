@@ -32,7 +32,8 @@ from kubernetes.dynamic.exceptions import NotFoundError
 from conftest import REPO, wait_for
 from kubegpu_devcluster import __main__ as devcluster
 from kubegpu_devcluster import certs, cluster, paths
-from test_gpu_node_pools import _allocatable, operator  # noqa: F401  (operator: the fixture, used by name)
+import test_gpu_node_pools
+from test_gpu_node_pools import _allocatable
 
 USER = "kubegpu-faults"            # the collection, throttled
 LOAD_USER = "kubegpu-faults-load"  # keeps the throttled priority level busy
@@ -41,6 +42,9 @@ PRIORITY_LEVEL = "kubegpu-faults-one-seat"
 INVENTORY = REPO / "examples" / "demo" / "inventory.yml"
 FLEET = REPO / "tools" / "devcluster" / "fleets" / "default.yaml"
 SEED = 20261130
+
+# The GPU Operator installed through OLM with its ClusterPolicy ready (a module-scoped fixture, used by name).
+operator = test_gpu_node_pools.operator
 
 
 def _free_port() -> int:
@@ -72,7 +76,7 @@ class Toxiproxy:
                                       "-seed", str(SEED)],
                                      stdout=open(state / "toxiproxy.log", "ab"), stderr=subprocess.STDOUT)
         try:
-            wait_for(lambda: self._up(), timeout=20, what="toxiproxy to answer")
+            wait_for(self._up, timeout=20, what="toxiproxy to answer")
             self.listen = f"127.0.0.1:{_free_port()}"
             self.call("POST", "/proxies", {"name": "apiserver", "listen": self.listen,
                                            "upstream": f"127.0.0.1:{upstream_port}", "enabled": True})
@@ -100,8 +104,8 @@ class Toxiproxy:
             return text.decode()
 
     def add(self, name: str, kind: str, stream: str, toxicity: float, **attributes) -> None:
-        self.call("POST", "/proxies/apiserver/toxics", {"name": name, "type": kind, "stream": stream,
-                                                         "toxicity": toxicity, "attributes": attributes})
+        toxic = {"name": name, "type": kind, "stream": stream, "toxicity": toxicity, "attributes": attributes}
+        self.call("POST", "/proxies/apiserver/toxics", toxic)
         self.added[kind] += 1
 
     def clear(self) -> None:
@@ -193,7 +197,7 @@ class Throttle(threading.Thread):
 
 
 @pytest.fixture(scope="module")
-def faults(operator):  # noqa: F811 - the fixture imported above
+def faults(operator):  # pylint: disable=redefined-outer-name
     """USER (bound to cluster-admin, throttled by APF) and LOAD_USER, a toxiproxy in front of the API server, and
     a kubeconfig for USER through it. Everything is removed afterwards."""
     dc = operator
@@ -271,7 +275,7 @@ def _duplicate_writes(events):
 
 def _converge(dc, kubeconfig, throttle=None, chaos=None):
     """Pristine nodes (every pool has work to do), then the node_pools playbook with the demo inventory as USER
-    through the proxy, under the faults given. Returns (process, json output, seconds, USER's audit events)."""
+    through the proxy, under the faults given; it must succeed. Returns (json output, seconds, USER's audit events)."""
     devcluster.switch_fleet(dc.state, FLEET)
     dc.fleet_file = FLEET
     mark = dc.audit.mark()
@@ -293,7 +297,7 @@ def _converge(dc, kubeconfig, throttle=None, chaos=None):
         pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     failed = [(name, r.get("msg")) for name, r in _results(out) if r.get("failed")]
     assert proc.returncode == 0 and not failed, failed
-    return proc, out, seconds, dc.audit.events(mark, user=USER)
+    return out, seconds, dc.audit.events(mark, user=USER)
 
 
 def _writes(events):
@@ -308,8 +312,8 @@ def test_demo_fleet_converges_through_throttling_and_resets(faults):
     # pools want (whatever earlier tests left), so that the faulted run and the last one start alike.
     _converge(dc, faults["kubeconfig"])
     throttle = Throttle(faults["api_port"], faults["pki"], hold=0.45, pause=0.35)
-    _, out, seconds, events = _converge(dc, faults["kubeconfig"], throttle, Chaos(proxy))
-    _, _, clean_seconds, clean_events = _converge(dc, faults["kubeconfig"])
+    out, seconds, events = _converge(dc, faults["kubeconfig"], throttle, Chaos(proxy))
+    clean_seconds, clean_events = _converge(dc, faults["kubeconfig"])[1:]
 
     throttled = [e for e in events if e.code == 429]
     retries = [r["api_retries"] for name, r in _results(out) if "api_retries" in r]
@@ -345,8 +349,8 @@ def test_retry_budget_exhausted_names_the_request_and_the_fault(faults):
     try:
         mark = dc.audit.mark()
         t0 = time.monotonic()
-        result = dc.module("gpu_cluster_info", env={"K8S_AUTH_KUBECONFIG": str(faults["kubeconfig"]),
-                                                     "KUBEGPU_API_RETRY_BUDGET": "3"})
+        env = {"K8S_AUTH_KUBECONFIG": str(faults["kubeconfig"]), "KUBEGPU_API_RETRY_BUDGET": "3"}
+        result = dc.module("gpu_cluster_info", env=env)
         seconds = time.monotonic() - t0
     finally:
         proxy.clear()

@@ -70,8 +70,8 @@ class Fault(object):
         self.kind, self.maybe_applied, self.detail, self.retry_after = kind, maybe_applied, detail, retry_after
 
     def __repr__(self):
-        return "Fault({0!r}, {1!r}, {2!r}, {3!r})".format(self.kind, self.maybe_applied, self.detail,
-                                                            self.retry_after)
+        return "Fault({0!r}, {1!r}, {2!r}, {3!r})".format(
+            self.kind, self.maybe_applied, self.detail, self.retry_after)
 
 
 class StatusFault(Exception):

@@ -97,7 +97,7 @@ def test_transient_faults_are_classified(exc, kind, maybe_applied):
 ])
 def test_permanent_errors_are_not_retried(exc):
     assert classify(exc) is None
-    r, _ = retrier()
+    r = retrier()[0]
     send = failing(exc)
     with pytest.raises(type(exc)):
         r.call("GET /api/v1/nodes", send)
@@ -147,7 +147,7 @@ def test_fault_names_what_the_server_said():
 
 
 def test_max_attempts_bounds_a_fast_failing_request():
-    r, _ = retrier(budget=1e9, max_attempts=4, rng=lambda: 0.0)
+    r = retrier(budget=1e9, max_attempts=4, rng=lambda: 0.0)[0]
     send = failing(*[REFUSED] * 10)
     with pytest.raises(ApiRetryError):
         r.call("GET /version", send)
@@ -155,14 +155,14 @@ def test_max_attempts_bounds_a_fast_failing_request():
 
 
 def test_idempotent_request_is_resent_after_a_reset():
-    r, _ = retrier()
+    r = retrier()[0]
     send = failing(RESET, ApiError(502, "Bad Gateway"))
     assert r.call("GET /api/v1/pods", send, resend=True) == "ok"
     assert r.counts["connection"] == 1 and r.counts["5xx"] == 1
 
 
 def test_unsafe_write_is_not_resent_after_it_may_have_reached_the_server():
-    r, _ = retrier()
+    r = retrier()[0]
     send = failing(RESET)
     with pytest.raises(ApiRetryError) as err:
         r.call("POST /api/v1/namespaces/x/configmaps", send, resend=False)
@@ -171,14 +171,14 @@ def test_unsafe_write_is_not_resent_after_it_may_have_reached_the_server():
 
 
 def test_unsafe_write_is_resent_when_it_never_left():
-    r, _ = retrier()
+    r = retrier()[0]
     send = failing(REFUSED, ApiError(429, headers={"Retry-After": "0"}))
     assert r.call("POST /api/v1/namespaces/x/configmaps", send, resend=False) == "ok"
     assert send.calls == 3
 
 
 def test_write_that_took_effect_is_verified_not_resent():
-    r, _ = retrier()
+    r = retrier()[0]
     send = failing(RESET)
     checks = []
     assert r.call("apply ConfigMap x/y", send, resend=False, verify=lambda: checks.append(1) or True) is None
@@ -187,7 +187,7 @@ def test_write_that_took_effect_is_verified_not_resent():
 
 
 def test_write_that_did_not_take_effect_is_sent_again():
-    r, _ = retrier()
+    r = retrier()[0]
     send = failing(RESET, ApiError(504, "Gateway Timeout"))
     assert r.call("apply ConfigMap x/y", send, resend=False, verify=lambda: False) == "ok"
     assert send.calls == 3
@@ -195,7 +195,7 @@ def test_write_that_did_not_take_effect_is_sent_again():
 
 def test_conflicts_only_retried_for_read_modify_write():
     conflict = ApiError(409, "Conflict", body=b'{"reason":"Conflict","message":"the object has been modified"}')
-    r, _ = retrier()
+    r = retrier()[0]
     with pytest.raises(ApiError):
         r.call("PUT /api/v1/nodes/a", failing(conflict))
     send = failing(conflict, conflict)
@@ -204,7 +204,7 @@ def test_conflicts_only_retried_for_read_modify_write():
 
 
 def test_nested_calls_do_not_retry_again():
-    r, _ = retrier()
+    r = retrier()[0]
     inner = failing(RESET)
 
     def outer():
