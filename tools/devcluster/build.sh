@@ -36,4 +36,5 @@ build_one helm helm.sh/helm/v3/cmd/helm \
   "-X helm.sh/helm/v3/internal/version.version=$helm -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 # KWOK (the simulated kubelets) knows its own version: nothing to stamp.
 build_one kwok sigs.k8s.io/kwok/cmd/kwok
+build_one toxiproxy github.com/Shopify/toxiproxy/v2/cmd/server  # TCP fault proxy for tests/integration/test_api_faults.py
 echo "$cache/bin"

@@ -6,6 +6,10 @@
 Every write function takes `check_mode`: then it sends nothing and returns what it would do, so a check run
 writes nothing (the audit log shows no mutating request) and shows the same plan. A second run finds nothing
 different and sends nothing.
+
+Each write goes through `cluster.write` with a check of its own effect: when a connection drops after the
+request was sent (or the server answers 5xx), the object is read again and the write is sent again only if
+it did not take effect, so every write reaches the API server once (retry.py).
 """
 from __future__ import absolute_import, division, print_function
 
@@ -65,11 +69,23 @@ def apply_object(cluster, obj, check_mode, current=None, current_known=False, fi
         raise ClusterError("{0} {1}: the API server does not serve {2} (is its operator installed?)".format(
             kind, name, obj["apiVersion"]))
     try:
-        cluster.dynamic.server_side_apply(resource, body=obj, name=name, namespace=namespace,
-                                          field_manager=field_manager, force_conflicts=True)
+        cluster.write("apply {0} {1}".format(kind, _title(name, namespace)),
+                      lambda: cluster.dynamic.server_side_apply(resource, body=obj, name=name, namespace=namespace,
+                                                                field_manager=field_manager, force_conflicts=True),
+                      verify=lambda: _in_place(cluster, obj["apiVersion"], kind, name, namespace, desired_part))
     except DynamicApiError as e:
         raise ClusterError(describe_api_error("apply {0} {1}".format(kind, name), e))
     return change
+
+
+def _title(name, namespace):
+    return "{0}/{1}".format(namespace, name) if namespace else name
+
+
+def _in_place(cluster, api_version, kind, name, namespace, desired):
+    """Whether the live object already has every field of `desired` (None: the field is absent)."""
+    live = cluster.get(api_version, kind, name, namespace)
+    return live is not None and not differences(desired, live)
 
 
 def patch_labels(cluster, api_version, kind, name, labels, check_mode, current_labels, namespace=None):
@@ -87,8 +103,10 @@ def patch_object(cluster, api_version, kind, name, patch, namespace=None):
     """A JSON merge patch, for fields that server-side apply would take ownership of from others."""
     resource = cluster.resource(api_version, kind)
     try:
-        cluster.dynamic.patch(resource, body=patch, name=name, namespace=namespace,
-                              content_type="application/merge-patch+json")
+        cluster.write("patch {0} {1}".format(kind, _title(name, namespace)),
+                      lambda: cluster.dynamic.patch(resource, body=patch, name=name, namespace=namespace,
+                                                    content_type="application/merge-patch+json"),
+                      verify=lambda: _in_place(cluster, api_version, kind, name, namespace, patch))
     except DynamicApiError as e:
         raise ClusterError(describe_api_error("patch {0} {1}".format(kind, name), e))
 
@@ -108,9 +126,84 @@ def apply_configmap(cluster, name, namespace, data, check_mode, current=None, cu
     change = Change("ConfigMap", name, namespace, fields, before={"data": have} if current else None,
                     after={"data": data})
     if not check_mode:
+        resource = cluster.resource("v1", "ConfigMap")
         try:
-            cluster.dynamic.server_side_apply(cluster.resource("v1", "ConfigMap"), body=body, name=name,
-                                              namespace=namespace, field_manager=field_manager, force_conflicts=True)
+            cluster.write("apply ConfigMap {0}/{1}".format(namespace, name),
+                          lambda: cluster.dynamic.server_side_apply(resource, body=body, name=name, namespace=namespace,
+                                                                    field_manager=field_manager, force_conflicts=True),
+                          verify=lambda: _configmap_holds(cluster, name, namespace, data))
         except DynamicApiError as e:
             raise ClusterError(describe_api_error("apply ConfigMap {0}/{1}".format(namespace, name), e))
     return change
+
+
+def _configmap_holds(cluster, name, namespace, data):
+    live = cluster.get("v1", "ConfigMap", name, namespace)
+    return live is not None and (live.get("data") or {}) == data
+
+
+def update_object(cluster, api_version, kind, name, mutate, namespace=None):
+    """Read-modify-write: `mutate(obj)` changes a copy of the live object in place and returns whether it did.
+
+    The update carries the resourceVersion it read; on 409 (someone wrote in between) the object is read
+    again and `mutate` applied to the new version, within the retry budget. A try that may have reached the
+    server is never sent blindly again: the next try re-reads, and stops when `mutate` finds nothing to do.
+    Returns whether an update was sent. For fields shared with other writers, where apply would take them over.
+    """
+    resource = cluster.resource(api_version, kind)
+    if resource is None:
+        raise ClusterError("{0} {1}: the API server does not serve {2}".format(kind, name, api_version))
+    sent = []
+
+    def attempt():
+        live = cluster.get(api_version, kind, name, namespace)
+        if live is None:
+            raise ClusterError("{0} {1} does not exist".format(kind, _title(name, namespace)))
+        if not mutate(live):
+            return
+        cluster.dynamic.replace(resource, body=live, name=name, namespace=namespace)
+        sent.append(True)
+
+    try:
+        cluster.retrier.call("update {0} {1}".format(kind, _title(name, namespace)), attempt, resend=True,
+                             retry_conflicts=True)
+    except DynamicApiError as e:
+        raise ClusterError(describe_api_error("update {0} {1}".format(kind, name), e))
+    return bool(sent)
+
+
+def create_object(cluster, obj, field_manager=FIELD_MANAGER):
+    """Create `obj` (POST), for objects that must not exist before (server-side apply would adopt them).
+
+    A create is not idempotent: after a try that may have reached the server, the object is read back and
+    the create counts as done only if the object is ours (created under our field manager); AlreadyExists for
+    an object someone else created is an error naming its manager.
+    """
+    kind, name, namespace = _target(obj)
+    resource = cluster.resource(obj["apiVersion"], kind)
+    if resource is None:
+        raise ClusterError("{0} {1}: the API server does not serve {2}".format(kind, name, obj["apiVersion"]))
+    title = _title(name, namespace)
+
+    def ours():
+        live = cluster.get(obj["apiVersion"], kind, name, namespace)
+        if live is None:
+            return False
+        managers = [m.get("manager") for m in (live.get("metadata") or {}).get("managedFields") or []]
+        if field_manager not in managers:
+            raise ClusterError("create {0} {1}: it already exists, created by {2}, not by this run; remove it or "
+                               "pick another name".format(kind, title, ", ".join(m for m in managers if m) or "someone else"))
+        return True
+
+    tries = []
+
+    def send():
+        tries.append(True)
+        return cluster.dynamic.create(resource, body=obj, namespace=namespace, field_manager=field_manager)
+
+    try:
+        cluster.write("create {0} {1}".format(kind, title), send, verify=ours)
+    except DynamicApiError as e:
+        if e.status == 409 and len(tries) > 1 and ours():   # a resend after a success we did not see
+            return
+        raise ClusterError(describe_api_error("create {0} {1}".format(kind, title), e))

@@ -6,10 +6,24 @@
 Authentication is kubernetes.core's own (module options, then K8S_AUTH_* variables, then kubeconfig), so AWX
 credentials work unchanged. Reads are lists with selectors, never one GET per node: a no-op run on a
 thousand-node cluster must cost requests per pool, not per node.
+
+Every HTTP request the client makes passes through one Retrier (retry.py): throttling, server errors and
+dropped connections are retried here, once, so modules and the write helpers never repeat it.
 """
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import os
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.retry import (
+    ClusterError,
+    Retrier,
+    RetryPolicy,
+    StatusFault,
+    RETRY_STATUSES,
+    resend_is_safe,
+)
 
 try:
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
@@ -30,8 +44,81 @@ except ImportError as e:  # reported by KubegpuModule with install advice
         pass
 
 
-class ClusterError(Exception):
-    """An API request failed; the message says what was asked, what the server said, and what to do."""
+# Seconds: connecting, then waiting for each read of a response. Without a read timeout a connection that
+# stalls (a proxy or load balancer that stops forwarding) would hang the run for good.
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 60.0
+
+
+def _env_seconds(name, default):
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def retrier_from_env(log=None):
+    """A Retrier whose budget (seconds per request) is KUBEGPU_API_RETRY_BUDGET, 120 by default."""
+    return Retrier(RetryPolicy(budget=_env_seconds("KUBEGPU_API_RETRY_BUDGET", 120.0)), log=log)
+
+
+def request_name(method, url):
+    """"GET /api/v1/nodes?labelSelector=..." from a full URL, without the scheme and host."""
+    path = url.split("://", 1)[-1]
+    path = "/" + path.split("/", 1)[1] if "/" in path else "/"
+    return "{0} {1}".format(method.upper(), path)
+
+
+def install_retries(api_client, retrier, timeout=None):
+    """Send every request of this kubernetes ApiClient through `retrier`, and leave urllib3 retrying nothing.
+
+    urllib3 would otherwise retry connection errors itself (3 times, without delay) under ours. The wrapper
+    reads the whole body within the retried call, so a connection dropped mid-response is retried too.
+    """
+    api_client.kubegpu_retrier = retrier
+    if getattr(api_client, "kubegpu_original_call_api", None) is not None:
+        return
+    pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+    if pool_manager is not None:
+        pool_manager.connection_pool_kw["retries"] = False
+        pool_manager.clear()
+    original = api_client.call_api
+    api_client.kubegpu_original_call_api = original
+    timeout = timeout or (CONNECT_TIMEOUT, _env_seconds("KUBEGPU_API_REQUEST_TIMEOUT", READ_TIMEOUT))
+
+    def call_api(method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
+        headers = dict(header_params or {})
+        run = api_client.kubegpu_retrier
+        outermost = not run.nested  # inside a write helper's own retried call, that call decides
+
+        def send():
+            response = original(method, url, header_params=dict(headers), body=body, post_params=post_params,
+                                _request_timeout=_request_timeout or timeout)
+            response.read()
+            if outermost and response.status in RETRY_STATUSES:
+                raise StatusFault(response.status, response.reason, response.headers, response.data)
+            return response
+
+        if not outermost:
+            return send()
+        try:
+            return run.call(request_name(method, url), send,
+                            resend=resend_is_safe(method, headers.get("Content-Type"), url))
+        except StatusFault as e:  # not retried (an unsafe write): let the client report it as usual
+            raise _api_exception(e)
+
+    api_client.call_api = call_api
+
+
+def _api_exception(fault):
+    try:
+        from kubernetes.client.exceptions import ApiException
+    except ImportError:  # pragma: no cover - without the client nothing reaches here
+        return fault
+    exc = ApiException(status=fault.status, reason=fault.reason)
+    exc.headers, exc.body = fault.headers, fault.body
+    return exc
 
 
 def describe_api_error(action, exc):
@@ -49,14 +136,26 @@ def describe_api_error(action, exc):
 class Cluster:
     """A thin reader/writer over kubernetes.core's K8SClient (a dynamic client with cached discovery)."""
 
-    def __init__(self, k8s_client):
+    def __init__(self, k8s_client, retrier=None):
         self._k8s = k8s_client
         self.dynamic = k8s_client.client
+        self.retrier = retrier or retrier_from_env()
+        install_retries(self.dynamic.client, self.retrier)
 
     @classmethod
-    def connect(cls, auth):
-        """Connect with kubernetes.core's auth handling; `auth` holds its options (None -> K8S_AUTH_*)."""
-        return cls(get_api_client(**auth))
+    def connect(cls, auth, retrier=None):
+        """Connect with kubernetes.core's auth handling; `auth` holds its options (None -> K8S_AUTH_*).
+
+        Connecting reads discovery, before our wrapper is in place: the whole connection is retried instead.
+        """
+        retrier = retrier or retrier_from_env()
+        return cls(retrier.call("connect to the API server", lambda: get_api_client(**auth)), retrier)
+
+    def write(self, what, send, verify=None):
+        """Run one write request `send()` under the retrier. After a try that may have reached the server,
+        `verify()` (a read) says whether it took effect; only if not is it sent again. Without `verify` such a
+        write is not sent again (ApiRetryError), so no write is ever applied twice."""
+        return self.retrier.call(what, send, resend=False, verify=verify)
 
     def resource(self, api_version, kind):
         """The resource for api_version/kind, or None when the server does not serve it (CRD absent)."""
