@@ -17,9 +17,17 @@ description:
     ClusterPolicy at them, labels the nodes and the MachineSet templates, and rolls the change out in batches of
     C(max_unavailable) nodes per pool, waiting for C(nvidia.com/mig.config.state=success) and for each node's
     allocatable to match the plan.
-  - Stops at the first node that fails, names it and its state, and leaves the remaining nodes untouched.
-  - Restarts the device-plugin DaemonSet when the content of its ConfigMap changed, because the device plugin
-    does not re-read it otherwise (gpu-operator#1144).
+  - Plans every object it writes before the first write (returned as RV(plan.objects) and per-node steps), and
+    refuses, before anything is written, overlapping pools, layouts that do not fit, unknown MachineSets, GPU pods
+    in the way and a node whose MIG change failed on the config wanted again. A pool that selects no node writes
+    nothing for itself.
+  - Stops at the first node that fails, after the rest of its batch finished; names it, its state, the nodes it
+    uncordoned and every node not started. Later batches and later pools are not started.
+  - Restarts the device-plugin DaemonSet exactly once per change of its effective configuration, because the
+    device plugin does not re-read its ConfigMap otherwise (gpu-operator#1144); what it last read is recorded in
+    the ClusterPolicy annotation C(kubegpu.io/device-plugin-config), so the decision holds across runs.
+  - Carries on where a stopped run left nodes (MIG change pending, device-plugin step not done, C(-MIG-INVALID)
+    labels, cordoned by its drain); nodes already done are not changed again.
   - Refuses a MIG change on a node that runs GPU pods unless O(drain_gpu_pods=true).
   - In check mode returns the full plan (per pool the nodes, old and new configuration and resources before and
     after) and writes nothing; with C(--diff) shows the ConfigMap and label changes.
@@ -115,7 +123,8 @@ EXAMPLES = r"""
 RETURN = r"""
 plan:
   description: Per pool the nodes, strategy, config names, batches and per-node changes (labels before/after, whether
-    MIG changes, allocatable before and after), plus the rendered ConfigMap contents and warnings.
+    MIG changes, the MIG and device-plugin steps, allocatable before and after), the roll-out C(steps) in order,
+    the rendered ConfigMap contents, C(objects) (every other object the run writes) and warnings.
   returned: always
   type: dict
 changes:
@@ -372,8 +381,9 @@ def plan_run(module):
     except PoolError as err:
         module.fail_json(msg=str(err) + NOTHING_WRITTEN)
     busy = []
-    if params["label_nodes"] and any(c["mig_change"] for e in plan["pools"] + [plan["released"]]
-                                     for c in e["node_changes"].values()):
+    # Checked even when this call labels no node (the role's first call): the refusal must come before the
+    # ConfigMaps are written.
+    if any(c["mig_change"] for e in plan["pools"] + [plan["released"]] for c in e["node_changes"].values()):
         busy = check_gpu_pods(plan, module.cluster.list("v1", "Pod"))
     if busy and not params["drain_gpu_pods"]:
         module.fail_json(msg="MIG change refused on nodes running GPU pods: {0}. A MIG change takes the node's GPUs "

@@ -556,10 +556,18 @@ def _physical_gpus(labels, model, existing_configs, annotations=None):
     layout of the catalog (all-1g.10gb, ...). Under -MIG-INVALID (mixed profiles read with
     strategy single, e.g. a run stopped between its MIG step and its device plugin step) GFD
     writes gpu.count=0: then only the count this collection recorded on the node before its
-    first change (annotation kubegpu.io/gpu-count) tells.
+    first change (annotation kubegpu.io/gpu-count) tells. That record comes first; without it, a node
+    whose MIG change is pending (GFD paused, labels of the old geometry next to the new mig.config)
+    cannot tell.
     """
     recorded = str((annotations or {}).get(GPU_COUNT_ANNOTATION, ""))
-    recorded = int(recorded) if recorded.isdigit() and int(recorded) > 0 else None
+    if recorded.isdigit() and int(recorded) > 0:
+        # Recorded from labels that told it: trusted over labels that may be midway (GFD paused while a MIG
+        # change is pending keeps the old geometry's labels next to the new mig.config).
+        return int(recorded)
+    if labels.get(MIG_STATE_LABEL) == PENDING_STATE:
+        return None
+    recorded = None
     count = str(labels.get(COUNT_LABEL, ""))
     product = labels.get(PRODUCT_LABEL, "")
     if not count.isdigit() or product.endswith(_MIG_INVALID_SUFFIX):

@@ -119,3 +119,12 @@ def test_failed_on_another_config_is_simply_relabelled():
     the_node["metadata"]["labels"].update({MIG: "kubegpu-p-0badc0de", POOL: "p", STATE: "failed"})
     again = plan_pools([raw_pool(sharing=MIXED)], [the_node])
     assert again["pools"][0]["node_changes"]["h1"]["mig_change"] is True
+
+
+def test_labels_of_the_old_geometry_during_a_pending_change_do_not_mislead():
+    # GFD is paused: product and count still say single all-1g.10gb (56 devices) while mig.config is the new
+    # mixed config (4 devices per GPU): 56 / 4 would be 14 GPUs. The record says 8.
+    plan = stopped_after_mig_step("pending", H100 + "-MIG-1g.10gb", "56", {COUNT: "8"})
+    assert plan["pools"][0]["node_changes"]["h1"]["allocatable_after"]["nvidia.com/mig-3g.40gb"] == 8
+    unrecorded = stopped_after_mig_step("pending", H100 + "-MIG-1g.10gb", "56")
+    assert unrecorded["pools"][0]["node_changes"]["h1"]["allocatable_after"] is None
