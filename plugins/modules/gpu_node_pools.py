@@ -268,8 +268,7 @@ def roll_out(module, seen, plan, busy, changes):
             continue
         failure = roll_batch(module, entries[step["pool"]], step, batch, current, busy, changes, rollout)
         if failure:
-            later = [s for s in steps[index + 1:]]
-            return rollout, failure + " " + not_started(later)
+            return rollout, failure + " " + not_started(steps[index + 1:])
     return rollout, None
 
 
