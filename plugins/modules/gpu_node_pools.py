@@ -17,7 +17,7 @@ description:
     ClusterPolicy at them, labels the nodes and the MachineSet templates, and rolls the change out in batches of
     C(max_unavailable) nodes per pool, waiting for C(nvidia.com/mig.config.state=success) and for each node's
     allocatable to match the plan.
-  - Plans every object it writes before the first write (returned as RV(plan.objects) and per-node steps), and
+  - Plans every object it writes before the first write (returned in RV(plan), key C(objects), and per-node steps), and
     refuses, before anything is written, overlapping pools, layouts that do not fit, unknown MachineSets, GPU pods
     in the way and a node whose MIG change failed on the config wanted again. A pool that selects no node writes
     nothing for itself.

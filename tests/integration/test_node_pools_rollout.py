@@ -13,11 +13,16 @@ import time
 import pytest
 
 from conftest import REPO, wait_for
-from test_gpu_node_pools import EXPECTED, MIXED, POOLS, _allocatable, _labels, operator  # noqa: F401
+from test_gpu_node_pools import EXPECTED, POOLS, _allocatable, _labels, install_operator
 
 PLAYBOOK = "playbooks/node_pools.yml"
 SINGLE = [dict(POOLS[0], sharing={"strategy": "mig", "mig": {"layout": "all-1g.10gb"}}), POOLS[1], POOLS[2]]
-NODE_WRITES = ("nodes",)
+
+
+@pytest.fixture(scope="module")
+def operator(devcluster_session):
+    """The default fleet with the GPU Operator and its ClusterPolicy ready."""
+    return install_operator(devcluster_session)
 
 
 def _vars(pools, **extra):
@@ -59,8 +64,8 @@ def _failure(out):
     return [(name, r["msg"]) for name, r in _results(out) if r.get("failed")]
 
 
-def _converge(dc, pools=POOLS, **extra):
-    out, stats, _ = _play(dc, pools, **extra)
+def _converge(dc, pools=None, **extra):
+    out, stats, dummy = _play(dc, POOLS if pools is None else pools, **extra)
     assert stats["failures"] == 0, _failure(out)
     return out
 
@@ -73,14 +78,14 @@ def _restarts(writes):
     return [e for e in writes if e.resource == "daemonsets"]
 
 
-def test_check_mode_plans_in_one_call_under_3_seconds(operator):  # noqa: F811
+def test_check_mode_plans_in_one_call_under_3_seconds(operator):
     dc = operator
     _converge(dc, SINGLE)
     mark = dc.audit.mark()
     out, stats, seconds = _play(dc, POOLS, "--check", "--diff")
     assert stats["failures"] == 0, _failure(out)
     calls = _results(out)
-    assert len(calls) == 1, [name for name, _ in calls]
+    assert len(calls) == 1, [name for name, dummy in calls]
     plan = calls[0][1]["plan"]
     assert [s["nodes"] for s in plan["steps"] if s["pool"] == "llm-h100"] == [["gpu-h100-000"], ["gpu-h100-001"]]
     assert plan["objects"]["configmaps"] and plan["objects"]["cluster_policy"]
@@ -96,17 +101,17 @@ def test_check_mode_plans_in_one_call_under_3_seconds(operator):  # noqa: F811
     assert _seconds(task) < 3.0, task.get("duration")
 
 
-def test_converge_then_second_run_changes_nothing(operator):  # noqa: F811
+def test_converge_then_second_run_changes_nothing(operator):
     dc = operator
     _converge(dc)
     mark = dc.audit.mark()
-    out, stats, _ = _play(dc, POOLS)
+    out, stats, dummy = _play(dc, POOLS)
     assert stats["failures"] == 0 and stats["changed"] == 0, _failure(out)
     assert dc.audit.writes(mark) == []
     assert len(_results(out)) == 1            # nothing to roll out: no batch task, no finish task
 
 
-def test_failed_node_halts_its_pool_and_the_pools_after_it(operator):  # noqa: F811
+def test_failed_node_halts_its_pool_and_the_pools_after_it(operator):
     dc = operator
     _converge(dc)
     dc.knobs({"mig-manager.fail_nodes": "gpu-h100-000"})
@@ -114,7 +119,7 @@ def test_failed_node_halts_its_pool_and_the_pools_after_it(operator):  # noqa: F
                POOLS[2]]
     before = {n: _labels(dc, n) for n in ("gpu-h100-001", "gpu-l40s-000", "gpu-l40s-001")}
     mark = dc.audit.mark()
-    out, stats, _ = _play(dc, changed)
+    out, stats, dummy = _play(dc, changed)
     assert stats["failures"] == 1
     (name, msg), = _failure(out)
     assert "pool llm-h100: batch 1/2 (gpu-h100-000)" in name
@@ -125,13 +130,13 @@ def test_failed_node_halts_its_pool_and_the_pools_after_it(operator):  # noqa: F
     for node in before:
         assert _node_writes(writes, node) == [], node
         assert _labels(dc, node) == before[node], node
-    batch_tasks = [n for n, _ in _results(out) if "batch" in n]
+    batch_tasks = [n for n, dummy in _results(out) if "batch" in n]
     assert len(batch_tasks) == 1, batch_tasks
     dc.clear_knobs()
     _converge(dc)                                   # the failed node comes back with the layout it had
 
 
-def test_replicas_change_restarts_the_device_plugin_exactly_once(operator):  # noqa: F811
+def test_replicas_change_restarts_the_device_plugin_exactly_once(operator):
     dc = operator
     _converge(dc)
     more = [POOLS[0], dict(POOLS[1], sharing={"strategy": "time-slicing", "time_slicing": {"replicas": 8}}), POOLS[2]]
@@ -141,7 +146,7 @@ def test_replicas_change_restarts_the_device_plugin_exactly_once(operator):  # n
     assert [e.name for e in restarts] == ["nvidia-device-plugin-daemonset"]
     wait_for(lambda: _allocatable(dc)["gpu-l40s-000"] == {"nvidia.com/gpu": 32}, what="32 time-sliced GPUs")
     mark = dc.audit.mark()
-    out, stats, _ = _play(dc, more)                   # nothing changed: no restart, no write
+    out, stats, dummy = _play(dc, more)                   # nothing changed: no restart, no write
     assert stats["changed"] == 0 and dc.audit.writes(mark) == []
     mark = dc.audit.mark()
     _converge(dc)
@@ -149,7 +154,7 @@ def test_replicas_change_restarts_the_device_plugin_exactly_once(operator):  # n
     wait_for(lambda: _allocatable(dc)["gpu-l40s-000"] == {"nvidia.com/gpu": 16}, what="16 time-sliced GPUs")
 
 
-def test_empty_configuration_then_converge(operator):  # noqa: F811
+def test_empty_configuration_then_converge(operator):
     dc = operator
     _converge(dc)
     nothing = [{"name": "nobody", "selector": {"matchLabels": {"node.kubernetes.io/instance-type": "none"}},
@@ -172,11 +177,11 @@ def test_empty_configuration_then_converge(operator):  # noqa: F811
         assert _allocatable(dc)[node] == expected, node
 
 
-def test_unknown_machineset_is_refused_before_any_write(operator):  # noqa: F811
+def test_unknown_machineset_is_refused_before_any_write(operator):
     dc = operator
     bad = [POOLS[0], POOLS[1], dict(POOLS[2], machinesets=["no-such-machineset"])]
     mark = dc.audit.mark()
-    out, stats, _ = _play(dc, bad)
+    out, stats, dummy = _play(dc, bad)
     assert stats["failures"] == 1
     (name, msg), = _failure(out)
     assert "pool 'batch-a100': machinesets: MachineSet no-such-machineset not found" in msg
@@ -184,19 +189,19 @@ def test_unknown_machineset_is_refused_before_any_write(operator):  # noqa: F811
     assert dc.audit.writes(mark) == []
 
 
-def test_pool_that_selects_nothing_writes_nothing(operator):  # noqa: F811
+def test_pool_that_selects_nothing_writes_nothing(operator):
     dc = operator
     _converge(dc)
     nothing = {"name": "nobody", "selector": {"matchLabels": {"node.kubernetes.io/instance-type": "none"}},
                "sharing": {"strategy": "mig", "mig": {"layout": "all-balanced"}}}
     mark = dc.audit.mark()
-    out, stats, _ = _play(dc, POOLS + [nothing])
+    out, stats, dummy = _play(dc, POOLS + [nothing])
     assert stats["failures"] == 0 and stats["changed"] == 0
     assert dc.audit.writes(mark) == []
     assert "pool 'nobody' selects no node" in json.dumps(_results(out)[0][1].get("warnings"))
 
 
-def test_drain_then_failure_leaves_no_node_cordoned(operator):  # noqa: F811
+def test_drain_then_failure_leaves_no_node_cordoned(operator):
     dc = operator
     _converge(dc)
     pods = dc.admin.resources.get(api_version="v1", kind="Pod")
@@ -206,7 +211,7 @@ def test_drain_then_failure_leaves_no_node_cordoned(operator):  # noqa: F811
                  "containers": [{"name": "vllm", "image": "vllm/vllm-openai",
                                  "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}}]}})
     dc.knobs({"mig-manager.fail_nodes": "gpu-h100-000"})
-    out, stats, _ = _play(dc, SINGLE, node_pools_drain_gpu_pods=True)
+    out, stats, dummy = _play(dc, SINGLE, node_pools_drain_gpu_pods=True)
     assert stats["failures"] == 1
     (name, msg), = _failure(out)
     assert "node gpu-h100-000 failed" in msg and "Uncordoned again: gpu-h100-000" in msg
@@ -244,7 +249,7 @@ def _node(dc, name):
 
 def _mixed_key(dc):
     """The device-plugin key of llm-h100 with the MIXED layout, from a check-mode plan."""
-    out, _, _ = _play(dc, POOLS, "--check")
+    out = _play(dc, POOLS, "--check")[0]
     return _results(out)[0][1]["plan"]["pools"][0]["device_plugin_config"]
 
 
@@ -253,7 +258,7 @@ KILL_POINTS = ["after-configmaps", "mig-pending", "between-mig-and-device-plugin
 
 
 @pytest.mark.parametrize("point", KILL_POINTS)
-def test_run_killed_midway_is_converged_by_the_next(operator, point):  # noqa: F811
+def test_run_killed_midway_is_converged_by_the_next(operator, point):
     dc = operator
     _converge(dc, SINGLE)
     key = _mixed_key(dc)
@@ -291,12 +296,12 @@ def test_run_killed_midway_is_converged_by_the_next(operator, point):  # noqa: F
             "nvidia.com/gpu.product", "").endswith("-MIG-INVALID"), timeout=30, what="GFD's MIG-INVALID labels")
         assert _labels(dc, "gpu-h100-000")["nvidia.com/gpu.count"] == "0"
     dc.clear_knobs()
-    out, stats, _ = _play(dc, POOLS, **extra)
+    out, stats, dummy = _play(dc, POOLS, **extra)
     assert stats["failures"] == 0, _failure(out)
     for node in ("gpu-h100-000", "gpu-h100-001"):
         assert _allocatable(dc)[node] == EXPECTED[node], node
         assert not _node(dc, node).spec.unschedulable
         assert _labels(dc, node)["nvidia.com/device-plugin.config"] == key
     mark = dc.audit.mark()
-    out, stats, _ = _play(dc, POOLS)
+    out, stats, dummy = _play(dc, POOLS)
     assert stats["changed"] == 0 and dc.audit.writes(mark) == []

@@ -30,8 +30,8 @@ DRAINED_ANNOTATION = "kubegpu.io/drained-for-mig-change"
 def drain_node(cluster, node, pods, timeout, interval=1.0):
     """Cordon `node` (marked as ours) and evict `pods` ("namespace/name"); wait until they are gone or raise
     ClusterError. The caller uncordons, whatever happens."""
-    patch_object(cluster, "v1", "Node", node, {"metadata": {"annotations": {DRAINED_ANNOTATION: "true"}},
-                                                "spec": {"unschedulable": True}})
+    cordon = {"metadata": {"annotations": {DRAINED_ANNOTATION: "true"}}, "spec": {"unschedulable": True}}
+    patch_object(cluster, "v1", "Node", node, cordon)
     for ref in pods:
         namespace, name = ref.split("/", 1)
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
@@ -55,5 +55,5 @@ def drain_node(cluster, node, pods, timeout, interval=1.0):
 
 def uncordon_node(cluster, node):
     """Make the node schedulable again and drop our drain mark."""
-    patch_object(cluster, "v1", "Node", node, {"metadata": {"annotations": {DRAINED_ANNOTATION: None}},
-                                                "spec": {"unschedulable": None}})
+    uncordon = {"metadata": {"annotations": {DRAINED_ANNOTATION: None}}, "spec": {"unschedulable": None}}
+    patch_object(cluster, "v1", "Node", node, uncordon)

@@ -98,8 +98,8 @@ def plan_writes(plan, pools, observed, names):
         result["device_plugin_restart"] = {
             "daemonset": daemonset["metadata"]["name"], "namespace": daemonset["metadata"].get("namespace"),
             "digest": digest,
-            "reason": "the device plugin last read configuration %s, this run wants %s" % (record or "(unknown)",
-                                                                                          digest),
+            "reason": "the device plugin last read configuration %s, this run wants %s"
+                      % (record or "(unknown)", digest),
         }
     result["cluster_policy"] = {
         "name": policy["metadata"]["name"],
@@ -128,8 +128,8 @@ def _machineset_writes(plan, pools, machinesets):
         if missing:
             raise PoolError(
                 "pool '%s': machinesets: MachineSet %s not found in namespace %s (found: %s); correct the name or "
-                "create the MachineSet first" % (pool.name, ", ".join(missing), MACHINE_API_NAMESPACE,
-                                                  ", ".join(found) or "none")
+                "create the MachineSet first"
+                % (pool.name, ", ".join(missing), MACHINE_API_NAMESPACE, ", ".join(found) or "none")
             )
         for name in pool.machinesets:
             writes.append({"name": name, "namespace": MACHINE_API_NAMESPACE, "labels": entry["labels"]})

@@ -21,10 +21,10 @@ MIXED = {"strategy": "mig", "mig": {"layout": {"3g.40gb": 1, "2g.20gb": 1, "1g.1
 SINGLE = {"strategy": "mig", "mig": {"layout": "all-1g.10gb"}}
 
 
-def first(sharing=MIXED, **kwargs):
-    """The plan for one fresh H100 node, and that node."""
+def first(**kwargs):
+    """The plan (layout MIXED) for one fresh H100 node, and that node."""
     the_node = node("h1", labels={"pool": "p"}, **kwargs)
-    return plan_pools([raw_pool(sharing=sharing)], [the_node]), the_node
+    return plan_pools([raw_pool(sharing=MIXED)], [the_node]), the_node
 
 
 def test_first_change_records_the_physical_gpu_count_and_splits_the_steps():
@@ -40,8 +40,9 @@ def stopped_after_mig_step(state, product, count, annotations=None):
     """A node whose MIG label moved to the pool's config and whose device plugin config did not."""
     plan, the_node = first()
     entry = plan["pools"][0]
-    labels = dict(the_node["metadata"]["labels"], **{MIG: entry["mig_config"], POOL: "p", STATE: state,
-                                                      "nvidia.com/gpu.product": product, "nvidia.com/gpu.count": count})
+    labels = dict(the_node["metadata"]["labels"])
+    labels.update({MIG: entry["mig_config"], POOL: "p", STATE: state, "nvidia.com/gpu.product": product,
+                   "nvidia.com/gpu.count": count})
     the_node["metadata"]["labels"] = labels
     the_node["metadata"]["annotations"] = dict(annotations or {})
     return plan_pools([raw_pool(sharing=MIXED)], [the_node], plan["mig_parted_config"], plan["device_plugin_data"])

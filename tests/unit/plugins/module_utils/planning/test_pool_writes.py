@@ -30,8 +30,9 @@ def policy(points=False, record=None):
     return {"metadata": metadata, "spec": spec}
 
 
-def writes(raw_pools, nodes, the_policy=None, configmaps=None, machinesets=(), daemonset=DS):
+def writes(raw_pools, nodes, the_policy=None, configmaps=None, machinesets=(), daemonset="default"):
     pools = parse_pools(raw_pools)
+    daemonset = DS if daemonset == "default" else daemonset
     configmaps = configmaps or {}
     dp = (configmaps.get(NAMES["device_plugin_configmap"]) or {}).get("data")
     plan = plan_pools(pools, nodes, None, dp)
@@ -103,8 +104,8 @@ def test_no_daemonset_no_restart():
 
 def test_old_keys_kept_for_the_roll_out_do_not_change_the_digest():
     old = {"kubegpu-p-0badc0de": "version: v1\n"}
-    nodes = [node("a", product=L40S, count=4, labels={"pool": "p", "kubegpu.io/node-pool": "p",
-                                                       "nvidia.com/device-plugin.config": "kubegpu-p-0badc0de"})]
+    labels = {"pool": "p", "kubegpu.io/node-pool": "p", "nvidia.com/device-plugin.config": "kubegpu-p-0badc0de"}
+    nodes = [node("a", product=L40S, count=4, labels=labels)]
     plan, result = writes([raw_pool("p", sharing=TS)], nodes, policy(True, None),
                           {NAMES["device_plugin_configmap"]: {"data": old}})
     during, final = result["configmaps"][1]["data"], result["configmaps"][1]["data_final"]
