@@ -17,9 +17,17 @@ description:
     ClusterPolicy at them, labels the nodes and the MachineSet templates, and rolls the change out in batches of
     C(max_unavailable) nodes per pool, waiting for C(nvidia.com/mig.config.state=success) and for each node's
     allocatable to match the plan.
-  - Stops at the first node that fails, names it and its state, and leaves the remaining nodes untouched.
-  - Restarts the device-plugin DaemonSet when the content of its ConfigMap changed, because the device plugin
-    does not re-read it otherwise (gpu-operator#1144).
+  - Plans every object it writes before the first write (returned in RV(plan), key C(objects), and per-node steps), and
+    refuses, before anything is written, overlapping pools, layouts that do not fit, unknown MachineSets, GPU pods
+    in the way and a node whose MIG change failed on the config wanted again. A pool that selects no node writes
+    nothing for itself.
+  - Stops at the first node that fails, after the rest of its batch finished; names it, its state, the nodes it
+    uncordoned and every node not started. Later batches and later pools are not started.
+  - Restarts the device-plugin DaemonSet exactly once per change of its effective configuration, because the
+    device plugin does not re-read its ConfigMap otherwise (gpu-operator#1144); what it last read is recorded in
+    the ClusterPolicy annotation C(kubegpu.io/device-plugin-config), so the decision holds across runs.
+  - Carries on where a stopped run left nodes (MIG change pending, device-plugin step not done, C(-MIG-INVALID)
+    labels, cordoned by its drain); nodes already done are not changed again.
   - Refuses a MIG change on a node that runs GPU pods unless O(drain_gpu_pods=true).
   - In check mode returns the full plan (per pool the nodes, old and new configuration and resources before and
     after) and writes nothing; with C(--diff) shows the ConfigMap and label changes.
@@ -115,7 +123,8 @@ EXAMPLES = r"""
 RETURN = r"""
 plan:
   description: Per pool the nodes, strategy, config names, batches and per-node changes (labels before/after, whether
-    MIG changes, allocatable before and after), plus the rendered ConfigMap contents and warnings.
+    MIG changes, the MIG and device-plugin steps, allocatable before and after), the roll-out C(steps) in order,
+    the rendered ConfigMap contents, C(objects) (every other object the run writes) and warnings.
   returned: always
   type: dict
 changes:
@@ -129,12 +138,13 @@ rollout:
   type: dict
 """
 
-import hashlib
+import time
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
+    Change,
     apply_configmap,
     apply_object,
-    patch_labels,
+    patch_object,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.drain import drain_node, uncordon_node
@@ -144,21 +154,28 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait impo
     wait_for_nodes,
     wait_for_operand_configs,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import check_gpu_pods, plan_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import (
+    RELEASED,
+    check_gpu_pods,
+    plan_pools,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import (
+    DEVICE_PLUGIN_DAEMONSET,
+    RESTART_ANNOTATION,
+    plan_writes,
+)
 
 POOL_LABEL = "kubegpu.io/node-pool"
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 # Our own field manager: the cluster_policy module owns the rest of the ClusterPolicy under another.
 FIELD_MANAGER = "kubegpu.platform/node-pools"
-DEVICE_PLUGIN_DAEMONSET = "nvidia-device-plugin-daemonset"
 MIG_MANAGER_DAEMONSET = "nvidia-mig-manager"
-RESTART_ANNOTATION = "kubegpu.io/device-plugin-config-hash"
+MACHINESET_API = "machine.openshift.io/v1beta1"
+NOTHING_WRITTEN = " Nothing was written."
 
 
 def observe(module):
-    """Everything the plan needs, read with list calls (none per node)."""
+    """Everything the plan needs, read with list calls (none per node) and one GET of the device plugin DaemonSet."""
     cluster = module.cluster
     policies = cluster.list("nvidia.com/v1", "ClusterPolicy")
     if not policies:
@@ -170,131 +187,172 @@ def observe(module):
         raise ClusterError("ClusterPolicy {0} reports no status.namespace yet: set operator_namespace".format(
             policy["metadata"]["name"]))
     configmaps = dict((c["metadata"]["name"], c) for c in cluster.list("v1", "ConfigMap", namespace=namespace))
+    machinesets = None
+    if cluster.resource(MACHINESET_API, "MachineSet") is not None:
+        machinesets = cluster.list(MACHINESET_API, "MachineSet", namespace="openshift-machine-api")
     return {
         "policy": policy, "namespace": namespace, "configmaps": configmaps,
-        "nodes": cluster.list("v1", "Node"),
-        "machinesets": cluster.list("machine.openshift.io/v1beta1", "MachineSet", namespace="openshift-machine-api"),
+        "nodes": cluster.list("v1", "Node"), "machinesets": machinesets,
+        "device_plugin_daemonset": cluster.get("apps/v1", "DaemonSet", DEVICE_PLUGIN_DAEMONSET, namespace),
     }
 
 
-def config_hash(data):
-    return hashlib.sha256(repr(sorted(data.items())).encode("utf-8")).hexdigest()[:16]
-
-
-def reconcile_configuration(module, seen, plan):
-    """ConfigMaps, ClusterPolicy pointers, device-plugin restart, MachineSet templates. Returns Changes."""
-    p, check = module.params, module.check_mode
-    ns = seen["namespace"]
-    cms = seen["configmaps"]
-    changes = [
-        apply_configmap(module.cluster, p["mig_configmap"], ns, {"config.yaml": plan["mig_parted_config"]}, check,
-                        current=cms.get(p["mig_configmap"]), current_known=True, field_manager=FIELD_MANAGER),
-        apply_configmap(module.cluster, p["device_plugin_configmap"], ns, plan["device_plugin_data"], check,
-                        current=cms.get(p["device_plugin_configmap"]), current_known=True,
-                        field_manager=FIELD_MANAGER),
-    ]
-    policy = seen["policy"]
-    changes.append(apply_object(module.cluster, {
-        "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": policy["metadata"]["name"]},
-        "spec": {"migManager": {"config": {"name": p["mig_configmap"]}},
-                 "devicePlugin": {"config": {"name": p["device_plugin_configmap"]}}}},
-        check, current=policy, current_known=True, field_manager=FIELD_MANAGER))
-    # The device plugin reads its ConfigMap only when it starts: restart it exactly when the content changed
-    # (new configs for nodes to move to), with an annotation derived from the content so that an unchanged
-    # config never restarts it. A first ConfigMap needs none: the operator mounts it into new pods.
-    old_data = (cms.get(p["device_plugin_configmap"]) or {}).get("data") or {}
-    if old_data and old_data != plan["device_plugin_data"]:
-        daemonset = module.cluster.get("apps/v1", "DaemonSet", DEVICE_PLUGIN_DAEMONSET, ns)
-        if daemonset is not None:
-            changes.append(apply_object(module.cluster, {
-                "apiVersion": "apps/v1", "kind": "DaemonSet",
-                "metadata": {"name": DEVICE_PLUGIN_DAEMONSET, "namespace": ns},
-                "spec": {"template": {"metadata": {"annotations": {
-                    RESTART_ANNOTATION: config_hash(plan["device_plugin_data"])}}}}},
-                check, current=daemonset, current_known=True, field_manager=FIELD_MANAGER))
-    changes.extend(machineset_changes(module, seen, plan))
+def reconcile_configuration(module, seen, objects):
+    """Write what the plan says besides node labels, in this order: ConfigMaps, device plugin restart,
+    ClusterPolicy (pointers and the record of what the device plugin read), MachineSet templates."""
+    cluster, check = module.cluster, module.check_mode
+    changes = []
+    for cm in objects["configmaps"]:
+        changes.append(apply_configmap(cluster, cm["name"], cm["namespace"], cm["data"], check,
+                                       current=seen["configmaps"].get(cm["name"]), current_known=True,
+                                       field_manager=FIELD_MANAGER))
+    restart = objects["device_plugin_restart"]
+    if restart:
+        # A value that changes on every restart: the pods restart even if an earlier, stopped run wrote this digest.
+        stamp = "{0} {1}".format(restart["digest"], time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        changes.append(apply_object(cluster, {
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": restart["daemonset"], "namespace": restart["namespace"]},
+            "spec": {"template": {"metadata": {"annotations": {RESTART_ANNOTATION: stamp}}}}},
+            check, current=seen["device_plugin_daemonset"], current_known=True, field_manager=FIELD_MANAGER))
+    policy = objects["cluster_policy"]
+    if policy:
+        changes.append(apply_object(cluster, {
+            "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+            "metadata": {"name": policy["name"], "annotations": policy["annotations"]}, "spec": policy["spec"]},
+            check, current=seen["policy"], current_known=True, field_manager=FIELD_MANAGER))
+    by_name = dict((m["metadata"]["name"], m) for m in seen["machinesets"] or [])
+    for ms in objects["machinesets"]:
+        changes.append(apply_object(cluster, {
+            "apiVersion": MACHINESET_API, "kind": "MachineSet",
+            "metadata": {"name": ms["name"], "namespace": ms["namespace"]},
+            "spec": {"template": {"spec": {"metadata": {"labels": ms["labels"]}}}}},
+            check, current=by_name.get(ms["name"]), current_known=True, field_manager=FIELD_MANAGER))
     return changes
 
 
-def machineset_changes(module, seen, plan):
-    """New machines of a pool's MachineSets come up with the pool's labels, so they join the pool."""
-    out = []
-    by_name = dict((m["metadata"]["name"], m) for m in seen["machinesets"])
-    for pool_raw, pool_plan in zip(module.params["pools"], plan["pools"]):
-        labels = pool_plan["labels"]
-        for ms_name in pool_raw.get("machinesets") or []:
-            ms = by_name.get(ms_name)
-            if ms is None:
-                raise ClusterError("pool '{0}': machinesets: MachineSet {1} not found in openshift-machine-api "
-                                   "(found: {2})".format(pool_plan["name"], ms_name, ", ".join(sorted(by_name)) or "none"))
-            out.append(apply_object(module.cluster, {
-                "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
-                "metadata": {"name": ms_name, "namespace": "openshift-machine-api"},
-                "spec": {"template": {"spec": {"metadata": {"labels": labels}}}}},
-                module.check_mode, current=ms, current_known=True, field_manager=FIELD_MANAGER))
-    return out
+def patch_node(module, name, labels, annotations, current):
+    """Set (value) or remove (None) labels and annotations of one node in one merge patch, only those that differ."""
+    have_labels, have_notes = current["labels"], current["annotations"]
+    wanted = dict((k, v) for k, v in labels.items() if have_labels.get(k) != v)
+    notes = dict((k, v) for k, v in annotations.items() if have_notes.get(k) != v)
+    fields = sorted(["metadata.labels." + k for k in wanted] + ["metadata.annotations." + k for k in notes])
+    before = dict((k, have_labels.get(k)) for k in wanted)
+    before.update((k, have_notes.get(k)) for k in notes)
+    change = Change("Node", name, None, fields, before=before, after=dict(wanted, **notes))
+    if (wanted or notes) and not module.check_mode:
+        patch_object(module.cluster, "v1", "Node", name, {"metadata": {"labels": wanted, "annotations": notes}})
+    for key, value in wanted.items():
+        if value is None:
+            have_labels.pop(key, None)
+        else:
+            have_labels[key] = value
+    have_notes.update(notes)
+    return change
 
 
-def roll_out(module, seen, plan, busy):
-    """Label nodes batch by batch per pool, waiting for each batch. Returns (label changes, rollout, failure)."""
+def roll_out(module, seen, plan, busy, changes):
+    """Roll the plan's steps (one batch each, pools in order, then released nodes) out; stop at the first
+    failed batch. Returns (rollout, failure message or None)."""
     limit = set(module.params["limit_nodes"] or [])
-    labels = dict((n["metadata"]["name"], dict(n["metadata"].get("labels") or {})) for n in seen["nodes"])
-    changes, rollout = [], {}
-    # Nodes no pool selects any more give back our labels too (one at a time, after the pools).
-    entries = [(p, "{0}={1}".format(POOL_LABEL, p["name"])) for p in plan["pools"]]
-    entries.append((dict(plan["released"], name="(released)"), None))
-    for pool, selector in entries:
-        for batch in pool["batches"]:
-            batch = [n for n in batch if not limit or n in limit]
-            if not batch:
-                continue
-            failure = roll_batch(module, pool, batch, selector, labels, busy, changes, rollout)
-            if failure:
-                return changes, rollout, failure
-    return changes, rollout, None
+    current = dict((n["metadata"]["name"], {"labels": dict(n["metadata"].get("labels") or {}),
+                                            "annotations": dict(n["metadata"].get("annotations") or {})})
+                   for n in seen["nodes"])
+    entries = dict((entry["name"], entry) for entry in plan["pools"])
+    entries[RELEASED] = plan["released"]
+    rollout = {}
+    steps = plan["steps"]
+    for index, step in enumerate(steps):
+        batch = [n for n in step["nodes"] if not limit or n in limit]
+        if not batch:
+            continue
+        failure = roll_batch(module, entries[step["pool"]], step, batch, current, busy, changes, rollout)
+        if failure:
+            return rollout, failure + " " + not_started(steps[index + 1:])
+    return rollout, None
 
 
-def roll_batch(module, pool, batch, selector, labels, busy, changes, rollout):
-    """Change one batch in two steps and wait for each: first the MIG geometry, then the device plugin config.
+def not_started(steps):
+    """What a halted roll-out leaves as it was: the later batches, grouped by pool."""
+    by_pool = []
+    for step in steps:
+        if by_pool and by_pool[-1][0] == step["pool"]:
+            by_pool[-1][1].extend(step["nodes"])
+        else:
+            by_pool.append((step["pool"], list(step["nodes"])))
+    if not by_pool:
+        return "No batch was left to start."
+    return "Not started, their labels left as they were: {0}. Run again once the cause is fixed: nodes already " \
+        "done are not changed again.".format("; ".join(
+            "pool {0}: {1}".format(pool, ", ".join(nodes)) for pool, nodes in by_pool))
+
+
+def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
+    """Change one batch in two steps, each waited for: the MIG geometry, then the device plugin config.
 
     Switching the device plugin's config (and with it the MIG strategy) only once the geometry is in place
     keeps a node whose MIG change fails on its old, consistent configuration instead of advertising an
-    invalid one (gpu-operator#460). Returns a failure message or None.
+    invalid one (gpu-operator#460). Every node of the batch is waited for, even after one failed, and every
+    node the batch cordoned (or an earlier run's drain left cordoned) is uncordoned before it returns.
+    Returns a failure message or None.
     """
-    mig_first = [n for n in batch if pool["node_changes"][n]["mig_change"]]
-    drained = []
-    # The state label still says `success` for the previous config until mig-manager picks the change up;
-    # setting it to `pending` with the new config means only mig-manager's own verdict can end the wait.
-    steps = [(mig_first, lambda n: dict([(k, v) for k, v in pool["node_changes"][n]["labels"].items()
-                                         if k in (MIG_CONFIG_LABEL, POOL_LABEL)] + [(MIG_STATE_LABEL, "pending")]),
-              lambda n: {"mig_change": True}),
-             (batch, lambda n: pool["node_changes"][n]["labels"], lambda n: pool["node_changes"][n])]
-    for nodes, wanted_labels, expectation in steps:
-        for name in nodes:
-            if name in busy and name not in drained and not module.check_mode:
-                drain_node(module.cluster, name, busy[name], module.params["timeout"])
-                drained.append(name)
-            change = patch_labels(module.cluster, "v1", "Node", name, wanted_labels(name), module.check_mode,
-                                  labels[name])
-            labels[name].update(change.after or {})
-            changes.append(change)
-        if not nodes or module.check_mode or not module.params["wait"]:
-            continue
-        try:
-            states, failed = wait_for_nodes(module.cluster, dict((n, expectation(n)) for n in nodes),
-                                            selector if nodes is batch else None, module.params["timeout"])
-        except WaitTimeout as e:
-            return "pool '{0}': batch {1}: {2}".format(pool["name"], ", ".join(batch), e)
-        rollout.setdefault(pool["name"], {}).update(
-            (n, {"state": s[0], "detail": s[1], "seconds": round(s[2], 1)}) for n, s in states.items())
-        if failed:
-            untouched = [n for b in pool["batches"] for n in b if n != failed and n not in rollout[pool["name"]]]
-            message = ("pool '{0}': node {1} failed: {2}. Its device plugin config was left as it was, and so "
-                       "were the pool's other nodes ({3}).")
-            return message.format(pool["name"], failed, states[failed][1], ", ".join(untouched) or "none left")
-    for name in drained:
-        uncordon_node(module.cluster, name)
-    return None
+    params, check = module.params, module.check_mode
+    node_changes = entry["node_changes"]
+    name = step["pool"]
+    # Limited to one batch (the role), the plan's batch numbers count what is left, not what the job showed.
+    title = "pool '{0}': batch {1}/{2} ({3})".format(name, step["batch"], step["batches"], ", ".join(batch)) \
+        if not params["limit_nodes"] else "pool '{0}' ({1})".format(name, ", ".join(batch))
+    waiting = params["wait"] and not check
+    cordoned = [n for n in batch if node_changes[n]["uncordon"]]
+    failure = None
+    try:
+        for node in batch:
+            change = node_changes[node]
+            if not change["mig_step"]:
+                continue
+            if node in busy and not check:
+                drain_node(module.cluster, node, busy[node], params["timeout"])
+                cordoned.append(node)
+            changes.append(patch_node(module, node, change["mig_step"], change["annotations"], current[node]))
+        mig_waits = [n for n in batch if node_changes[n]["wait_mig"]]
+        if mig_waits and waiting:
+            failure = wait_batch(module, title, dict((n, {"mig_change": True}) for n in mig_waits), None, rollout,
+                                 name)
+        if failure is None:
+            for node in batch:
+                change = node_changes[node]
+                notes = {} if change["mig_step"] else change["annotations"]
+                changes.append(patch_node(module, node, change["device_plugin_step"], notes, current[node]))
+            if waiting:
+                selector = None if name == RELEASED else "{0}={1}".format(POOL_LABEL, name)
+                failure = wait_batch(module, title, dict((n, node_changes[n]) for n in batch), selector, rollout,
+                                     name)
+    except ClusterError as err:
+        failure = "{0}: {1}".format(title, err)
+    finally:
+        cordoned = sorted(set(cordoned))
+        if cordoned and not check:
+            for node in cordoned:
+                uncordon_node(module.cluster, node)
+            if failure:
+                failure += " Uncordoned again: {0}.".format(", ".join(cordoned))
+    return failure
+
+
+def wait_batch(module, title, expectations, selector, rollout, pool):
+    """Wait for the nodes; record their states in rollout. Returns a failure message or None."""
+    try:
+        states, failed = wait_for_nodes(module.cluster, expectations, selector, module.params["timeout"])
+    except WaitTimeout as err:
+        return "{0}: {1}".format(title, err)
+    rollout.setdefault(pool, {}).update(
+        (n, {"state": s[0], "detail": s[1], "seconds": round(s[2], 1)}) for n, s in states.items())
+    if not failed:
+        return None
+    done = sorted(n for n, s in states.items() if n not in failed)
+    return "{0}: node {1} failed: {2}. Its device plugin config was left as it was.{3}".format(
+        title, ", ".join(failed), "; ".join(states[n][1] for n in failed),
+        " Done in this batch: {0}.".format(", ".join(done)) if done else "")
 
 
 def diff_of(changes):
@@ -307,46 +365,57 @@ def diff_of(changes):
     return {"before": before, "after": after}
 
 
-def run(module):
+def plan_run(module):
+    """Observe and plan, every refusal included; fails the module before anything is written."""
+    params = module.params
     try:
-        pools = parse_pools(module.params["pools"])
+        pools = parse_pools(params["pools"])
         seen = observe(module)
         cms = seen["configmaps"]
         plan = plan_pools(pools, seen["nodes"],
-                          ((cms.get(module.params["mig_configmap"]) or {}).get("data") or {}).get("config.yaml"),
-                          (cms.get(module.params["device_plugin_configmap"]) or {}).get("data"))
-    except PoolError as e:
-        module.fail_json(msg=str(e))
-    busy = check_gpu_pods(plan, module.cluster.list("v1", "Pod")) if any(
-        c["mig_change"] for p in plan["pools"] for c in p["node_changes"].values()) else []
-    if busy and not module.params["drain_gpu_pods"]:
+                          ((cms.get(params["mig_configmap"]) or {}).get("data") or {}).get("config.yaml"),
+                          (cms.get(params["device_plugin_configmap"]) or {}).get("data"))
+        plan["objects"] = plan_writes(plan, pools, seen, {"mig_configmap": params["mig_configmap"],
+                                                          "device_plugin_configmap": params["device_plugin_configmap"]})
+    except PoolError as err:
+        module.fail_json(msg=str(err) + NOTHING_WRITTEN)
+    busy = []
+    # Checked even when this call labels no node (the role's first call): the refusal must come before the
+    # ConfigMaps are written.
+    if any(c["mig_change"] for e in plan["pools"] + [plan["released"]] for c in e["node_changes"].values()):
+        busy = check_gpu_pods(plan, module.cluster.list("v1", "Pod"))
+    if busy and not params["drain_gpu_pods"]:
         module.fail_json(msg="MIG change refused on nodes running GPU pods: {0}. A MIG change takes the node's GPUs "
-                             "away from them; stop them or set drain_gpu_pods: true.".format(
-                                 "; ".join("{0}: {1}".format(b["node"], ", ".join(b["pods"])) for b in busy)),
-                         plan=plan)
-    changes = reconcile_configuration(module, seen, plan)
-    if not module.check_mode and any(c.changed for c in changes):
+                             "away from them; stop them or set drain_gpu_pods: true.{1}".format(
+                                 "; ".join("{0}: {1}".format(b["node"], ", ".join(b["pods"])) for b in busy),
+                                 NOTHING_WRITTEN), plan=plan)
+    return seen, plan, dict((b["node"], b["pods"]) for b in busy)
+
+
+def run(module):
+    params = module.params
+    seen, plan, busy = plan_run(module)
+    for warning in plan["warnings"]:
+        module.warn(warning)
+    changes = reconcile_configuration(module, seen, plan["objects"])
+    if not module.check_mode and any(c.changed and c.kind in ("ConfigMap", "ClusterPolicy") for c in changes):
         try:
             wait_for_operand_configs(module.cluster, seen["namespace"], {
-                DEVICE_PLUGIN_DAEMONSET: ("config", module.params["device_plugin_configmap"]),
-                MIG_MANAGER_DAEMONSET: ("mig-parted-config", module.params["mig_configmap"])}, module.params["timeout"])
-        except WaitTimeout as e:
-            module.fail_json(msg=str(e), changes=[c.as_dict() for c in changes if c.changed], plan=plan)
-    label_changes, rollout, failure = [], {}, None
-    if module.params["label_nodes"]:
-        label_changes, rollout, failure = roll_out(module, seen, plan, dict((b["node"], b["pods"]) for b in busy))
-    changes += label_changes
-    if not failure and module.params["label_nodes"] and not module.params["limit_nodes"] and module.params["wait"] \
-            and plan["mig_parted_config_final"] != plan["mig_parted_config"]:
-        # Every node has moved to its pool's current configs: drop those no node names any more.
-        changes.append(apply_configmap(module.cluster, module.params["mig_configmap"], seen["namespace"],
-                                       {"config.yaml": plan["mig_parted_config_final"]}, module.check_mode,
-                                       field_manager=FIELD_MANAGER))
-    if not failure and module.params["label_nodes"] and not module.params["limit_nodes"] and module.params["wait"] \
-            and plan["device_plugin_data_final"] != plan["device_plugin_data"]:
-        # Keys only removed, never changed: the device plugin needs no restart for that.
-        changes.append(apply_configmap(module.cluster, module.params["device_plugin_configmap"], seen["namespace"],
-                                       plan["device_plugin_data_final"], module.check_mode, field_manager=FIELD_MANAGER))
+                DEVICE_PLUGIN_DAEMONSET: ("config", params["device_plugin_configmap"]),
+                MIG_MANAGER_DAEMONSET: ("mig-parted-config", params["mig_configmap"])}, params["timeout"])
+        except WaitTimeout as err:
+            module.fail_json(msg=str(err), changes=[c.as_dict() for c in changes if c.changed], plan=plan)
+    rollout, failure = {}, None
+    if params["label_nodes"]:
+        rollout, failure = roll_out(module, seen, plan, busy, changes)
+    whole_run = params["label_nodes"] and not params["limit_nodes"] and params["wait"]
+    if not failure and whole_run:
+        # Every node has moved to its pool's current configs: drop those no node names any more. The effective
+        # configuration (and so the device plugin's record) is unchanged by that: no restart.
+        for cm in plan["objects"]["configmaps"]:
+            if cm["data_final"] != cm["data"]:
+                changes.append(apply_configmap(module.cluster, cm["name"], cm["namespace"], cm["data_final"],
+                                               module.check_mode, field_manager=FIELD_MANAGER))
     result = {"changed": any(c.changed for c in changes), "plan": plan, "rollout": rollout,
               "changes": [c.as_dict() for c in changes if c.changed]}
     if module._diff:

@@ -31,7 +31,11 @@ EXPECTED = {
 @pytest.fixture(scope="module")
 def operator(devcluster_session):
     """The default (OpenShift) fleet with the GPU Operator installed through OLM and its ClusterPolicy ready."""
-    dc = devcluster_session
+    return install_operator(devcluster_session)
+
+
+def install_operator(dc):
+    """Load the default fleet and install the GPU Operator through OLM unless it is there; return dc."""
     dc.fleet("default")
     csvs = dc.admin.resources.get(api_version=V1A1, kind="ClusterServiceVersion").get().items
     if not any(c.metadata.name.startswith("gpu-operator-certified") and (c.status or {}).get("phase") == "Succeeded"

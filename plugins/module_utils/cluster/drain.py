@@ -22,9 +22,16 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
 )
 
 
+# Set with the cordon, removed with the uncordon: the next run recognises a node that a stopped run left
+# cordoned, and leaves alone a node someone else cordoned.
+DRAINED_ANNOTATION = "kubegpu.io/drained-for-mig-change"
+
+
 def drain_node(cluster, node, pods, timeout, interval=1.0):
-    """Cordon `node` and evict `pods` ("namespace/name"); wait until they are gone or raise ClusterError."""
-    patch_object(cluster, "v1", "Node", node, {"spec": {"unschedulable": True}})
+    """Cordon `node` (marked as ours) and evict `pods` ("namespace/name"); wait until they are gone or raise
+    ClusterError. The caller uncordons, whatever happens."""
+    cordon = {"metadata": {"annotations": {DRAINED_ANNOTATION: "true"}}, "spec": {"unschedulable": True}}
+    patch_object(cluster, "v1", "Node", node, cordon)
     for ref in pods:
         namespace, name = ref.split("/", 1)
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
@@ -41,10 +48,12 @@ def drain_node(cluster, node, pods, timeout, interval=1.0):
         if not left:
             return
         if time.monotonic() > deadline:
-            raise ClusterError("node {0}: GPU pods still running {1:.0f} s after eviction: {2}; the node stays "
-                               "cordoned and its MIG configuration unchanged".format(node, timeout, ", ".join(left)))
+            raise ClusterError("node {0}: GPU pods still running {1:.0f} s after eviction: {2}; its MIG "
+                               "configuration was left unchanged".format(node, timeout, ", ".join(left)))
         time.sleep(interval)
 
 
 def uncordon_node(cluster, node):
-    patch_object(cluster, "v1", "Node", node, {"spec": {"unschedulable": None}})
+    """Make the node schedulable again and drop our drain mark."""
+    uncordon = {"metadata": {"annotations": {DRAINED_ANNOTATION: None}}, "spec": {"unschedulable": None}}
+    patch_object(cluster, "v1", "Node", node, uncordon)

@@ -20,9 +20,11 @@ class WaitTimeout(Exception):
 
 
 def wait_for_nodes(cluster, changes, label_selector, timeout, interval=1.0, clock=time.monotonic, sleep=time.sleep):
-    """Poll nodes (one list per poll) until every node of `changes` is done or one has failed.
+    """Poll nodes (one list per poll) until every node of `changes` is done or failed.
 
-    Returns ({node: (state, detail, seconds)}, failed_node or None). Raises WaitTimeout after `timeout`.
+    A node that failed does not end the wait for the others: they are midway through their change, and
+    the caller must not leave them (or their cordon) behind. Returns ({node: (state, detail, seconds)},
+    [failed nodes, sorted]). Raises WaitTimeout after `timeout`, naming each node not done and why.
     """
     start = clock()
     finished = {}
@@ -32,13 +34,11 @@ def wait_for_nodes(cluster, changes, label_selector, timeout, interval=1.0, cloc
         for name, change in changes.items():
             node = nodes.get(name)
             state, detail = node_progress(node, change) if node else (FAILED, "node is gone")
-            if state == DONE and name not in finished:
+            if state in (DONE, FAILED) and name not in finished:
                 finished[name] = clock() - start
             states[name] = (state, detail, finished.get(name, clock() - start))
-            if state == FAILED:
-                return states, name
-        if all(s[0] == DONE for s in states.values()):
-            return states, None
+        if all(s[0] in (DONE, FAILED) for s in states.values()):
+            return states, sorted(n for n, s in states.items() if s[0] == FAILED)
         if clock() - start > timeout:
             pending = ["{0} ({1})".format(n, s[1]) for n, s in sorted(states.items()) if s[0] != DONE]
             raise WaitTimeout("timed out after {0:.0f} s; not done: {1}".format(timeout, "; ".join(pending)), states)

@@ -121,6 +121,17 @@ MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
 # Under MIG strategy single GFD writes the product as <model>-MIG-<profile> and gpu.count counts
 # MIG devices, not GPUs.
 _MIG_PRODUCT_INFIX = "-MIG-"
+_MIG_INVALID_SUFFIX = "-MIG-INVALID"
+# The physical GPU count, recorded on a node with its first change: GFD's gpu.count stops telling it
+# under MIG strategy single, and reads 0 while a node's labels say MIG-INVALID.
+GPU_COUNT_ANNOTATION = "kubegpu.io/gpu-count"
+# Set with the cordon of a drain, removed with the uncordon: a node cordoned by a run that was stopped
+# is recognised and uncordoned by the next one; a node someone else cordoned is left alone.
+DRAINED_ANNOTATION = "kubegpu.io/drained-for-mig-change"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+PENDING_STATE = "pending"
+# The name the roll-out gives the nodes no pool selects any more.
+RELEASED = "(released)"
 _GPU_RESOURCE_PREFIX = "nvidia.com/"
 
 
@@ -134,6 +145,7 @@ class _NodeFacts:
 
     name: str
     labels: Dict[str, str]
+    annotations: Dict[str, str]
     model: Any
     mig_capable: bool
     gpus: Optional[int]
@@ -192,6 +204,7 @@ def plan_pools(pools, nodes, existing_mig_config_yaml=None, existing_device_plug
     return {
         "pools": entries,
         "released": released,
+        "steps": _rollout_steps(entries, released),
         # Until every node has moved to its pool's new config, the configs nodes still name must stay.
         "mig_parted_config": mig_parted_yaml(_merge_mig_configs(existing_configs, mig_configs,
                                                                 _referenced(nodes, MIG_CONFIG_LABEL))),
@@ -200,6 +213,19 @@ def plan_pools(pools, nodes, existing_mig_config_yaml=None, existing_device_plug
         "device_plugin_data_final": data_final,
         "warnings": warnings,
     }
+
+
+def _rollout_steps(entries, released):
+    """Return the roll-out in order, one entry per batch: {pool, batch (from 1), batches, nodes}.
+
+    Pools in the order the user gave them, then the released nodes (pool "(released)").
+    """
+    steps = []
+    for entry in list(entries) + [dict(released, name=RELEASED)]:
+        for index, batch in enumerate(entry["batches"]):
+            steps.append({"pool": entry["name"], "batch": index + 1, "batches": len(entry["batches"]),
+                          "nodes": list(batch)})
+    return steps
 
 
 def _plan_pool(pool, nodes, existing_configs):
@@ -222,9 +248,11 @@ def _plan_pool(pool, nodes, existing_configs):
     for node in facts:
         # Computed for every node, not only changed ones: it is where each node's GPU count is checked.
         after = _allocatable_after(pool, node, layouts, mig_strategy)
-        labels = _label_changes(_desired_labels(pool, node, mig_config, device_plugin_config), node.labels)
-        if labels:
-            changes[node.name] = _node_change(labels, node, after)
+        desired = _desired_labels(pool, node, mig_config, device_plugin_config)
+        _refuse_failed_again(pool.name, node, desired)
+        change = _node_change(_label_changes(desired, node.labels), node, after)
+        if change is not None:
+            changes[node.name] = change
     batch_size = _batch_size(pool.max_unavailable, len(facts))
     return {
         "name": pool.name,
@@ -244,7 +272,8 @@ def _plan_pool(pool, nodes, existing_configs):
 def _node_facts(pool, node, existing_configs, warnings):
     """Return the _NodeFacts of a node in pool; refuses GPU-less or unknown GPUs where the strategy needs them."""
     name, labels = node_name(node), node_labels(node)
-    facts = dict(name=name, labels=labels, model=None, mig_capable=labels.get(MIG_CAPABLE_LABEL) == "true",
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    facts = dict(name=name, labels=labels, annotations=annotations, model=None, mig_capable=labels.get(MIG_CAPABLE_LABEL) == "true",
                  gpus=None, allocatable_before=_gpu_allocatable(node))
     if pool.strategy == DRA:
         return _NodeFacts(**facts)
@@ -266,7 +295,7 @@ def _node_facts(pool, node, existing_configs, warnings):
     except UnknownGpuError as err:
         raise PoolError("pool '%s': node '%s': %s" % (pool.name, name, err)) from None
     facts.update(model=model, mig_capable=model.mig_capable or facts["mig_capable"],
-                 gpus=_physical_gpus(labels, model, existing_configs))
+                 gpus=_physical_gpus(labels, model, existing_configs, annotations))
     if facts["gpus"] is None:
         warnings.append(
             "pool '%s': node '%s': cannot tell its physical GPU count (%s=%r, %s=%r); what it will advertise "
@@ -412,14 +441,62 @@ def _label_changes(desired, labels):
 
 
 def _node_change(labels, node, after):
-    """Return one node_changes entry."""
+    """Return one node_changes entry, None when the node has nothing left to do.
+
+    A node is in node_changes when a label must change, and also when an earlier run left it
+    midway: MIG change still pending, or cordoned by our drain. Its steps: mig_step (the MIG
+    geometry, with the pool label and mig.config.state=pending, so that only mig-manager's verdict
+    ends the wait), then device_plugin_step (the rest). annotations go with the first write (the
+    physical GPU count, while the labels still tell it).
+    """
+    mig_change = MIG_CONFIG_LABEL in labels
+    state = node.labels.get(MIG_STATE_LABEL)
+    resume = []
+    if not mig_change and state == PENDING_STATE:
+        resume.append("MIG change to %s still pending" % node.labels.get(MIG_CONFIG_LABEL))
+    uncordon = DRAINED_ANNOTATION in node.annotations
+    if uncordon:
+        resume.append("cordoned by an earlier run's drain")
+    if not labels and not resume:
+        return None
+    mig_step = dict((key, value) for key, value in labels.items() if key in (MIG_CONFIG_LABEL, POOL_LABEL)) \
+        if mig_change else {}
+    if mig_change:
+        mig_step[MIG_STATE_LABEL] = PENDING_STATE
+    annotations = {}
+    if labels and node.gpus and node.annotations.get(GPU_COUNT_ANNOTATION) != str(node.gpus):
+        annotations[GPU_COUNT_ANNOTATION] = str(node.gpus)
     return {
         "labels": labels,
         "before": dict((key, node.labels.get(key)) for key in labels),
-        "mig_change": MIG_CONFIG_LABEL in labels,
+        "mig_change": mig_change,
         "allocatable_before": node.allocatable_before,
         "allocatable_after": after,
+        "mig_step": mig_step,
+        "device_plugin_step": dict((key, value) for key, value in labels.items() if key not in mig_step),
+        "annotations": annotations,
+        "wait_mig": mig_change or state == PENDING_STATE,
+        "uncordon": uncordon,
+        "resume": "; ".join(resume) or None,
     }
+
+
+def _refuse_failed_again(pool_name, node, desired):
+    """Refuse a node whose MIG change failed on the very config this plan wants again.
+
+    mig-manager acts on a change of the label (and once when its pod starts): setting the same
+    value again would wait for a verdict that never comes.
+    """
+    wanted = desired.get(MIG_CONFIG_LABEL)
+    if wanted is None or node.labels.get(MIG_STATE_LABEL) != "failed" or node.labels.get(MIG_CONFIG_LABEL) != wanted:
+        return
+    raise PoolError(
+        "pool '%s': node '%s': mig-manager failed to apply %s (%s=failed), the config this run wants again, and "
+        "it does not retry by itself. Read the nvidia-mig-manager pod log on that node, fix the cause, then "
+        "restart that pod (kubectl delete pod -n <GPU Operator namespace> -l app=nvidia-mig-manager "
+        "--field-selector spec.nodeName=%s) and run again; or give the pool another layout, or leave the node "
+        "out of the pool's selector" % (pool_name, node.name, wanted, MIG_STATE_LABEL, node.name)
+    )
 
 
 def _batch_size(max_unavailable, node_count):
@@ -444,8 +521,12 @@ def _plan_released(nodes):
             continue
         desired = _reclaimed_labels(labels)
         desired[POOL_LABEL] = None
-        facts = _NodeFacts(node_name(node), labels, None, False, None, _gpu_allocatable(node))
-        changes[facts.name] = _node_change(_label_changes(desired, labels), facts, None)
+        facts = _NodeFacts(node_name(node), labels, (node.get("metadata") or {}).get("annotations") or {}, None,
+                           False, None, _gpu_allocatable(node))
+        change = _node_change(_label_changes(desired, labels), facts, None)
+        if change is None:
+            continue
+        changes[facts.name] = change
         warnings.append(
             "node '%s' was in pool '%s', which no pool selects any more; its pool labels are removed%s"
             % (facts.name, labels[POOL_LABEL], " and MIG is disabled" if changes[facts.name]["mig_change"] else "")
@@ -466,21 +547,36 @@ def _gpu_allocatable(node):
 # Physical GPUs: nvidia.com/gpu.count, except under MIG strategy single
 # ---------------------------------------------------------------------------------------------
 
-def _physical_gpus(labels, model, existing_configs):
-    """Return the node's physical GPU count, None when its labels cannot tell.
+def _physical_gpus(labels, model, existing_configs, annotations=None):
+    """Return the node's physical GPU count, None when its labels and our record cannot tell.
 
     nvidia.com/gpu.count is physical, except when gpu.product carries -MIG-<profile> (MIG
     strategy single): then it counts MIG devices, and the node's current nvidia.com/mig.config
     says how many each GPU holds: a config of the existing mig-parted document, else a named
-    layout of the catalog (all-1g.10gb, ...).
+    layout of the catalog (all-1g.10gb, ...). Under -MIG-INVALID (mixed profiles read with
+    strategy single, e.g. a run stopped between its MIG step and its device plugin step) GFD
+    writes gpu.count=0: then only the count this collection recorded on the node before its
+    first change (annotation kubegpu.io/gpu-count) tells. That record comes first; without it, a node
+    whose MIG change is pending (GFD paused, labels of the old geometry next to the new mig.config)
+    cannot tell.
     """
-    count = str(labels.get(COUNT_LABEL, ""))
-    if not count.isdigit():
+    recorded = str((annotations or {}).get(GPU_COUNT_ANNOTATION, ""))
+    if recorded.isdigit() and int(recorded) > 0:
+        # Recorded from labels that told it: trusted over labels that may be midway (GFD paused while a MIG
+        # change is pending keeps the old geometry's labels next to the new mig.config).
+        return int(recorded)
+    if labels.get(MIG_STATE_LABEL) == PENDING_STATE:
         return None
-    if _MIG_PRODUCT_INFIX not in labels.get(PRODUCT_LABEL, ""):
-        return int(count)
+    recorded = None
+    count = str(labels.get(COUNT_LABEL, ""))
+    product = labels.get(PRODUCT_LABEL, "")
+    if not count.isdigit() or product.endswith(_MIG_INVALID_SUFFIX):
+        return recorded
+    if _MIG_PRODUCT_INFIX not in product:
+        return int(count) or recorded
     geometry = _mig_geometry(model, labels.get(MIG_CONFIG_LABEL), existing_configs)
-    return _gpus_from_geometry(int(count), geometry) if geometry else None
+    gpus = _gpus_from_geometry(int(count), geometry) if geometry else None
+    return gpus or recorded
 
 
 def _mig_geometry(model, config, existing_configs):

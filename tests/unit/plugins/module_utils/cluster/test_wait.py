@@ -48,16 +48,18 @@ def test_done_when_state_and_allocatable_match():
     clock = Clock()
     states, failed = wait_for_nodes(cluster, {"a": CHANGE, "b": CHANGE}, "pool=p", 60, interval=2,
                                     clock=clock, sleep=clock.sleep)
-    assert failed is None
+    assert failed == []
     assert states["a"] == ("done", "ready", 2.0) and states["b"] == ("done", "ready", 4.0)
     assert cluster.calls == [("v1", "Node", "pool=p")] * 3
 
 
-def test_stops_at_first_failed_node():
-    cluster = ScriptedCluster([[node("a", "failed"), node("b", "pending")]])
+def test_a_failed_node_does_not_abandon_the_others_of_its_batch():
+    cluster = ScriptedCluster([[node("a", "failed"), node("b", "pending")],
+                               [node("a", "failed"), node("b", "success", 16)]])
     clock = Clock()
     states, failed = wait_for_nodes(cluster, {"a": CHANGE, "b": CHANGE}, "pool=p", 60, clock=clock, sleep=clock.sleep)
-    assert failed == "a" and states["a"][0] == "failed"
+    assert failed == ["a"] and states["a"][0] == "failed" and states["b"][0] == "done"
+    assert len(cluster.calls) == 2
 
 
 def test_timeout_names_pending_nodes():
@@ -72,4 +74,4 @@ def test_a_vanished_node_fails():
     cluster = ScriptedCluster([[]])
     clock = Clock()
     states, failed = wait_for_nodes(cluster, {"a": CHANGE}, "pool=p", 5, clock=clock, sleep=clock.sleep)
-    assert failed == "a" and states["a"][1] == "node is gone"
+    assert failed == ["a"] and states["a"][1] == "node is gone"

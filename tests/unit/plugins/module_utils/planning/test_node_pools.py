@@ -22,6 +22,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spe
 POOL = "kubegpu.io/node-pool"
 MIG = "nvidia.com/mig.config"
 DP = "nvidia.com/device-plugin.config"
+STATE = "nvidia.com/mig.config.state"
 
 from pool_builders import A100, H100, L40S, by_label, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
 
@@ -625,10 +626,18 @@ def test_released_nodes_give_back_our_labels():
     assert released["node_changes"] == {
         "gone-mig": {"labels": {POOL: None, DP: None, MIG: "all-disabled"},
                      "before": {POOL: "old", DP: "kubegpu-old", MIG: "kubegpu-old"}, "mig_change": True,
-                     "allocatable_before": {"nvidia.com/gpu": 8}, "allocatable_after": None},
+                     "allocatable_before": {"nvidia.com/gpu": 8}, "allocatable_after": None,
+                     "mig_step": {POOL: None, MIG: "all-disabled", STATE: "pending"},
+                     "device_plugin_step": {DP: None}, "annotations": {}, "wait_mig": True, "uncordon": False,
+                     "resume": None},
         "gone-ts": {"labels": {POOL: None, DP: None}, "before": {POOL: "old2", DP: "kubegpu-old2"},
-                    "mig_change": False, "allocatable_before": {"nvidia.com/gpu": 8}, "allocatable_after": None},
+                    "mig_change": False, "allocatable_before": {"nvidia.com/gpu": 8}, "allocatable_after": None,
+                    "mig_step": {}, "device_plugin_step": {POOL: None, DP: None}, "annotations": {},
+                    "wait_mig": False, "uncordon": False, "resume": None},
     }
+    assert plan["steps"] == [{"pool": "p", "batch": 1, "batches": 1, "nodes": ["kept"]},
+                             {"pool": "(released)", "batch": 1, "batches": 2, "nodes": ["gone-mig"]},
+                             {"pool": "(released)", "batch": 2, "batches": 2, "nodes": ["gone-ts"]}]
     assert plan["warnings"] == [
         "node 'gone-mig' was in pool 'old', which no pool selects any more; its pool labels are removed and MIG is "
         "disabled",
