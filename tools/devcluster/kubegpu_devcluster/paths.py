@@ -18,6 +18,11 @@ def crds_dir() -> Path:
     return Path(os.environ.get("KUBEGPU_CRDS_DIR", REPO_ROOT.parent / "shared" / "crds")).resolve()
 
 
+def charts_dir() -> Path:
+    """Upstream Helm charts (e.g. dra-driver-nvidia-gpu): ../shared/charts beside the repository, or KUBEGPU_CHARTS_DIR."""
+    return Path(os.environ.get("KUBEGPU_CHARTS_DIR", REPO_ROOT.parent / "shared" / "charts")).resolve()
+
+
 def bin_dir() -> Path:
     cache = os.environ.get("KUBEGPU_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kubegpu")
