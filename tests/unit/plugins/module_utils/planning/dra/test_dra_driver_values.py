@@ -8,6 +8,7 @@ import os
 
 import pytest
 import yaml
+from kubegpu_devcluster.paths import charts_dir  # pylint: disable=import-error
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import (
     VALUE_PATHS,
@@ -23,10 +24,8 @@ HOST = {"driver_owner": "host"}
 
 
 def _chart_dir():
-    """../shared/charts/dra-driver-nvidia-gpu beside the repository, or under KUBEGPU_CHARTS_DIR (like crds_dir())."""
-    repo = os.path.abspath(os.path.join(os.path.dirname(__file__), *([os.pardir] * 6)))
-    charts = os.environ.get("KUBEGPU_CHARTS_DIR", os.path.join(os.path.dirname(repo), "shared", "charts"))
-    return os.path.join(charts, "dra-driver-nvidia-gpu")
+    """../shared/charts/dra-driver-nvidia-gpu beside the repository, or under KUBEGPU_CHARTS_DIR."""
+    return os.path.join(str(charts_dir()), "dra-driver-nvidia-gpu")
 
 
 # ---------------------------------------------------------------------------------------------
