@@ -41,7 +41,7 @@ __metaclass__ = type
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.quantity import SUFFIXES, parse_quantity
@@ -169,8 +169,8 @@ def parse_claim_templates(raw):
         if template.name in first:
             raise DraError(
                 "claim template '%s' (claim_templates[%d]): name already used by claim_templates[%d]; names must be "
-                "unique (they name the DeviceClass %s<name>)" % (template.name, index, first[template.name],
-                                                                  CLASS_PREFIX)
+                "unique (they name the DeviceClass %s<name>)"
+                % (template.name, index, first[template.name], CLASS_PREFIX)
             )
         first[template.name] = index
         templates.append(template)

@@ -122,7 +122,7 @@ def _mig_capacity(labels: dict, model: str, profile: str) -> dict:
         return capacity
     known = MIG_CAPACITIES.get((model, profile))
     if known:
-        names = ("memory", "multiprocessors") + tuple(name for name, _ in _ENGINES)
+        names = ("memory", "multiprocessors") + tuple(name for name, dummy in _ENGINES)
         values = (f"{known[0]}Mi",) + tuple(str(v) for v in known[1:])
         return {name: {"value": value} for name, value in zip(names, values)}
     gigabytes = int(profile.split("g.", 1)[1].split("gb", 1)[0])

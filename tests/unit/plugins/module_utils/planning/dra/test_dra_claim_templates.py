@@ -140,8 +140,8 @@ def test_render_by_memory():
     assert device_class == {
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
         "metadata": {"name": "kubegpu-gpu-40g", "labels": LABELS},
-        "spec": {"selectors": [{"cel": {"expression": GPU_CLASS + " && device.capacity['gpu.nvidia.com'].memory"
-                                                      ".compareTo(quantity('40Gi')) >= 0"}}]},
+        "spec": {"selectors": [{"cel": {"expression": (
+            GPU_CLASS + " && device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0")}}]},
     }
     assert first == {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",

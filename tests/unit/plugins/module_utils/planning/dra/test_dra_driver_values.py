@@ -104,8 +104,7 @@ def _emitted(values, prefix=""):
     for key, value in values.items():
         path = prefix + key
         if isinstance(value, dict) and path not in ("kubeletPlugin.nodeSelector", "featureGates"):
-            for sub in _emitted(value, path + "."):
-                yield sub
+            yield from _emitted(value, path + ".")
         else:
             yield path
 

@@ -29,8 +29,8 @@ def mig(name, profile, memory):
 
 def resource_slice(node, devices, generation=1, driver="gpu.nvidia.com"):
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": node + "-" + driver},
-            "spec": {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": generation,
-                                                                   "resourceSliceCount": 1}, "devices": devices}}
+            "spec": {"driver": driver, "nodeName": node, "devices": devices,
+                     "pool": {"name": node, "generation": generation, "resourceSliceCount": 1}}}
 
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -65,8 +65,8 @@ def templates(*entries):
     ({"name": "gpu-40g", "min_memory": "40Gi"}, {"h100-a": ["gpu-0", "gpu-1", "gpu-2", "gpu-3"], "h100-b": ["gpu-0"],
                                                  "l40s": ["gpu-0", "gpu-1"]}, ["h100-a", "h100-b", "l40s"]),
     ({"name": "gpu-80g", "min_memory": "80Gi"}, {}, []),
-    ({"name": "h100", "products": ["H100-80GB"]}, {"h100-a": ["gpu-0", "gpu-1", "gpu-2", "gpu-3"],
-                                                    "h100-b": ["gpu-0"]}, ["h100-a", "h100-b"]),
+    ({"name": "h100", "products": ["H100-80GB"]},
+     {"h100-a": ["gpu-0", "gpu-1", "gpu-2", "gpu-3"], "h100-b": ["gpu-0"]}, ["h100-a", "h100-b"]),
     ({"name": "mig-3g", "device": "mig", "mig_profile": "3g.40gb"}, {"h100-b": ["gpu-1-mig-3g40gb-0"]}, ["h100-b"]),
     ({"name": "mig-small", "device": "mig", "mig_profile": "1g.10gb", "min_memory": "9Gi"},
      {"h100-b": ["gpu-1-mig-1g10gb-0"]}, ["h100-b"]),
