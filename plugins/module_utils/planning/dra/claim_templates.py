@@ -22,6 +22,8 @@ The user describes them in kubegpu_dra.claim_templates::
 parse_claim_templates checks everything before any object is built and returns ClaimTemplates;
 render_objects turns them into objects (resource.k8s.io/v1):
 
+Objects are resource.k8s.io/v1 unless the cluster serves an older version only (v1beta2, v1beta1).
+
 - DeviceClass kubegpu-<name>: one CEL selector (selectors.py: the driver, the device type, and the
   template's conditions) and, for sharing, the driver's opaque config, so that the class alone says
   what a claim gets (KServe's managed DRA names only a class).
@@ -68,8 +70,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_cata
 )
 
 API_VERSION = "resource.k8s.io/v1"
-# v1beta2 has v1's shape; v1beta1 (requests without "exactly") is not written.
-API_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2")
+# v1beta2 has v1's shape; v1beta1 (Kubernetes 1.32, OpenShift 4.19) puts the request's fields beside its name
+# instead of under "exactly".
+V1BETA1 = "resource.k8s.io/v1beta1"
+API_VERSIONS = (API_VERSION, "resource.k8s.io/v1beta2", V1BETA1)
 CONFIG_API_VERSION = "resource.nvidia.com/v1beta1"
 CLASS_PREFIX = "kubegpu-"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kubegpu.platform"}
@@ -403,10 +407,14 @@ def device_class(template, api_version=API_VERSION):
             "metadata": {"name": template.class_name, "labels": _labels(template)}, "spec": spec}
 
 
-def claim_spec(template):
+def claim_spec(template, api_version=API_VERSION):
     """Return the ResourceClaim spec a template's claims carry."""
-    devices = {"requests": [{"name": template.request_name, "exactly": {
-        "deviceClassName": template.class_name, "allocationMode": "ExactCount", "count": template.count}}]}
+    request = {"deviceClassName": template.class_name, "allocationMode": "ExactCount", "count": template.count}
+    if api_version == V1BETA1:
+        request["name"] = template.request_name
+    else:
+        request = {"name": template.request_name, "exactly": request}
+    devices = {"requests": [request]}
     if template.same_pcie_root:
         devices["constraints"] = [{"requests": [template.request_name], "matchAttribute": PCIE_ROOT}]
     return {"devices": devices}
@@ -419,17 +427,18 @@ def claim_objects(template, api_version=API_VERSION):
         metadata = {"name": template.name, "namespace": namespace, "labels": _labels(template)}
         if template.claim == SHARED:
             objects.append({"apiVersion": api_version, "kind": "ResourceClaim", "metadata": metadata,
-                            "spec": claim_spec(template)})
+                            "spec": claim_spec(template, api_version)})
         else:
             objects.append({"apiVersion": api_version, "kind": "ResourceClaimTemplate", "metadata": metadata,
-                            "spec": {"metadata": {"labels": _labels(template)}, "spec": claim_spec(template)}})
+                            "spec": {"metadata": {"labels": _labels(template)},
+                                     "spec": claim_spec(template, api_version)}})
     return objects
 
 
 def render_objects(templates, api_version=API_VERSION):
     """Return {"objects": [DeviceClasses, then claims], "warnings": [...]} for parsed templates.
 
-    api_version is the resource.k8s.io version the cluster serves (platform.best_version): v1 or v1beta2.
+    api_version is the resource.k8s.io version the cluster serves (platform.best_version).
     """
     if api_version not in API_VERSIONS:
         raise DraError("claim templates are written as %s; the cluster serves %r (see the DRA platform check)"

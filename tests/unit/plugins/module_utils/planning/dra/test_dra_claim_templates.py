@@ -216,6 +216,16 @@ def test_render_v1beta2_has_the_same_shape():
     assert {o["apiVersion"] for o in v1beta2} == {"resource.k8s.io/v1beta2"}
 
 
-def test_render_refuses_v1beta1():
-    with pytest.raises(DraError, match="the cluster serves 'resource.k8s.io/v1beta1'"):
-        render_objects([one()], api_version="resource.k8s.io/v1beta1")
+def test_render_v1beta1_puts_the_request_fields_beside_its_name():
+    device_class, claim = render_objects([one(count=2, same_pcie_root=True)], api_version="resource.k8s.io/v1beta1")[
+        "objects"]
+    assert device_class["apiVersion"] == claim["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert claim["spec"]["spec"]["devices"] == {
+        "requests": [{"name": "gpu", "deviceClassName": "kubegpu-gpu", "allocationMode": "ExactCount", "count": 2}],
+        "constraints": [{"requests": ["gpu"], "matchAttribute": "resource.kubernetes.io/pcieRoot"}],
+    }
+
+
+def test_render_refuses_other_versions():
+    with pytest.raises(DraError, match="the cluster serves 'resource.k8s.io/v1alpha3'"):
+        render_objects([one()], api_version="resource.k8s.io/v1alpha3")
