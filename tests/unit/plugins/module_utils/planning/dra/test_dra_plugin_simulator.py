@@ -13,6 +13,11 @@ from kubegpu_devcluster.simulators import dra_plugin  # pylint: disable=import-e
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     parse_claim_templates,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import (
+    PLUGIN_LABEL,
+    PLUGIN_LABEL_VALUE,
+    driver_values,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.matching import match_templates
 
 GEOMETRY = "devcluster.kubegpu.io/mig-geometry"
@@ -177,3 +182,9 @@ def test_claim_templates_match_what_the_simulator_publishes():
     assert report["mig-3g"]["devices"] == {"h100": ["gpu-3-mig-3g40gb-0", "gpu-3-mig-3g40gb-1"]}
     assert report["h100-pair"]["nodes"] == ["h100"]        # gpu-0 and gpu-1 share pci0000:00
     assert report["h100-trio"]["nodes"] == []              # never three under one root
+
+
+def test_the_simulator_acts_on_the_label_the_chart_values_select():
+    assert (dra_plugin.PLUGIN_LABEL, "true") == (PLUGIN_LABEL, PLUGIN_LABEL_VALUE)
+    selector = driver_values({"driver_owner": "host"})["values"]["kubeletPlugin"]["nodeSelector"]
+    assert selector == {dra_plugin.PLUGIN_LABEL: "true"}
