@@ -72,14 +72,37 @@ def test_second_cluster_starts_warm_and_down_leaves_no_process(devcluster_sessio
     t0 = time.monotonic()
     devcluster.up(state, devcluster.DEFAULT_FLEET)
     took = time.monotonic() - t0
-    pids = list(cluster.read_state(state)["pids"].values())
-    assert len(pids) == 3                                   # etcd, kube-apiserver, simulators
+    started = cluster.read_state(state)["pids"]
+    assert sorted(started) == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
+                               "simulators"]
+    pids = list(started.values())
     assert all(cluster._alive(p) for p in pids)
-    print(f"\nwarm start with the demo fleet: {took:.1f} s")
+    print(f"\nwarm start with the demo fleet, every component healthy and every node leased: {took:.1f} s")
     assert took < 30
     cluster.down(state)
     assert not state.exists()
-    # /proc/<pid>/stat: gone, or at most a zombie waiting for this test process to reap it
+    # down() returns only once every process has exited: /proc/<pid>/stat is gone, or at most a zombie
+    # waiting for this test process to reap it.
     alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}/stat")
              and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
     assert alive == []
+
+
+def test_stop_kills_what_ignores_sigterm_and_waits_for_it(tmp_path, monkeypatch):
+    """stop() escalates to SIGKILL and returns only once the process has exited."""
+    import subprocess
+    import sys
+
+    from kubegpu_devcluster import cluster
+
+    stubborn = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                               "print('ready', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE, start_new_session=True)
+    assert stubborn.stdout.readline() == b"ready\n"          # SIGTERM is ignored from here on
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "state.json").write_text('{"pids": {"stubborn": %d}}' % stubborn.pid)
+    monkeypatch.setattr(cluster, "STOP_GRACE", 0.5)
+    cluster.stop(tmp_path)
+    assert not cluster._alive(stubborn.pid)
+    assert cluster.read_state(tmp_path)["pids"] == {}

@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver and helm from Go modules (versions: build/*/go.mod) into a user cache folder,
+# Builds the local cluster's binaries from Go modules (versions: build/*/go.mod) into a user cache folder,
 # keyed by a hash of the module files so that a version bump rebuilds and a warm cache builds nothing.
 # Prints the folder that holds the binaries.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${KUBEGPU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubegpu}
 
-build_one() {  # <folder under build/> <main package> [ldflags]
-  local dir=$here/build/$1 pkg=$2 ldflags=${3:-} key out
+build_one() {  # <folder under build/>[/<binary>] <main package> [ldflags]; the binary is named after the folder
+  local dir=$here/build/${1%%/*} bin=${1##*/} pkg=$2 ldflags=${3:-} key out
   key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags") | sha256sum | cut -c1-12)
-  out=$cache/bin/$1-$key
-  if [ ! -x "$out/$1" ]; then
-    echo "building $1 ($pkg) into $out; the first build takes several minutes" >&2
+  out=$cache/bin/$bin-$key
+  if [ ! -x "$out/$bin" ]; then
+    echo "building $bin ($pkg) into $out; the first build takes several minutes" >&2
     mkdir -p "$out.tmp"
-    (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp/$1" "$pkg")
+    (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp/$bin" "$pkg")
     rm -rf "$out" && mv "$out.tmp" "$out"
   fi
-  ln -sfn "$out/$1" "$cache/bin/$1"
+  ln -sfn "$out/$bin" "$cache/bin/$bin"
 }
 
 mkdir -p "$cache/bin"
@@ -25,10 +25,15 @@ build_one etcd go.etcd.io/etcd/server/v3
 kube=$(cd "$here/build/kube-apiserver" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 minor=$(echo "$kube" | cut -d. -f2)
 v=k8s.io/component-base/version
-build_one kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver \
-  "-X $v.gitVersion=$kube -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
+stamp="-X $v.gitVersion=$kube -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
+build_one kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$stamp"
+# The controller-manager and the scheduler share the API server's module, so most packages are compiled once.
+build_one kube-apiserver/kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$stamp"
+build_one kube-apiserver/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$stamp"
 # Same for helm: an unstamped build reports "v3.22", and kubernetes.core.helm reads `helm version`.
 helm=$(cd "$here/build/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v3)
 build_one helm helm.sh/helm/v3/cmd/helm \
   "-X helm.sh/helm/v3/internal/version.version=$helm -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+# KWOK (the simulated kubelets) knows its own version: nothing to stamp.
+build_one kwok sigs.k8s.io/kwok/cmd/kwok
 echo "$cache/bin"

@@ -1,6 +1,7 @@
-"""python -m kubegpu_devcluster up [--fleet FILE] | down | env
+"""python -m kubegpu_devcluster up [--fleet FILE] | fleet FILE | down
 
-`up` builds nothing: run build.sh first (make cluster-up does both). It prints how long each step took.
+`up` builds nothing: run build.sh first (make cluster-up does both). It returns once every component is
+healthy and every fleet node is Ready with a KWOK lease, and prints how long each step took.
 """
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from pathlib import Path
 
 from kubernetes.dynamic import DynamicClient
 
-from . import catalog, cluster, crds, fleet, paths
+from . import catalog, cluster, control_plane, crds, fleet, paths
 from .simulators.framework import KNOBS_NAMESPACE, client_for
 
 DEFAULT_FLEET = paths.DEVCLUSTER_ROOT / "fleets" / "default.yaml"
+# How long `up` and a fleet switch wait for components and nodes: generous, for a loaded 2-core machine.
+READY_TIMEOUT = 180.0
 
 
 def dynamic_client(state: Path, user: str = "admin") -> DynamicClient:
@@ -77,9 +80,19 @@ def up(state: Path, fleet_file: Path) -> None:
             crds.save_seed(state / "etcd-data", seed)
             record = cluster.up(state)
         t2 = time.monotonic()
+        # The components start while the fleet loads; `up` waits for both below.
+        started = control_plane.start(state, cluster.kubeconfig_path(state, "sim-kwok"))
+        for name, (pid, _) in started.items():
+            cluster.add_process(state, name, pid)
         summary = populate(state, fleet_file, record["server"])
         t3 = time.monotonic()
         start_simulators(state)
+        control_plane.wait_healthy(state, started, cluster._alive, READY_TIMEOUT)
+        admin = dynamic_client(state)
+        control_plane.wait_default_service_account(admin, READY_TIMEOUT)
+        t4 = time.monotonic()
+        control_plane.wait_nodes_managed(admin, READY_TIMEOUT)
+        t5 = time.monotonic()
     except Exception:
         cluster.down(state)
         raise
@@ -88,7 +101,9 @@ def up(state: Path, fleet_file: Path) -> None:
     (state / "state.json").write_text(json.dumps(data, indent=2))
     print(f"devcluster up in {time.monotonic() - t0:.1f} s: API server {t1 - t0:.1f} s, {n_crds} CRDs "
           f"{t2 - t1:.1f} s, {summary['nodes']} nodes ({summary['platform']}) {t3 - t2:.1f} s"
-          + (f", {summary['packages']} catalog packages" if summary["packages"] else ""))
+          + (f", {summary['packages']} catalog packages" if summary["packages"] else "")
+          + f", controller-manager/scheduler/kwok healthy +{t4 - t3:.1f} s, nodes Ready and leased "
+          f"+{t5 - t4:.1f} s")
     print(f"export KUBECONFIG={cluster.kubeconfig_path(state)}")
     print(f"audit log: {state / 'audit.log'}")
 
@@ -99,9 +114,11 @@ def switch_fleet(state: Path, fleet_file: Path) -> dict:
         raise SystemExit("devcluster is not running: make cluster-up first")
     t0 = time.monotonic()
     summary = populate(state, fleet_file, record["server"], replace=True)
+    control_plane.wait_nodes_managed(dynamic_client(state), READY_TIMEOUT)
     record.update(fleet=str(fleet_file), platform=summary["platform"])
     (state / "state.json").write_text(json.dumps(record, indent=2))
-    print(f"fleet {fleet_file.name}: {summary['nodes']} nodes ({summary['platform']}) in {time.monotonic() - t0:.1f} s")
+    print(f"fleet {fleet_file.name}: {summary['nodes']} nodes ({summary['platform']}) Ready in "
+          f"{time.monotonic() - t0:.1f} s")
     return summary
 
 

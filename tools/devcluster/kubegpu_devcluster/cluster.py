@@ -1,8 +1,10 @@
 """Start and stop the local cluster: etcd + kube-apiserver on loopback, RBAC on, JSON audit log, upstream CRDs.
+(control_plane.py adds the controller-manager, the scheduler and KWOK.)
 
 Every user is a client certificate: the admin (what the collection runs as), one user per simulator
-(group kubegpu:simulators, bound to cluster-admin), and `kubegpu-nobody` with no rights at all, so that
-tests can show RBAC refusing a request.
+(group kubegpu:simulators, bound to cluster-admin; KWOK counts as one), the built-in users of the
+controller-manager and the scheduler, and `kubegpu-nobody` with no rights at all, so that tests can show RBAC
+refusing a request.
 """
 from __future__ import annotations
 
@@ -20,25 +22,36 @@ from pathlib import Path
 
 import yaml
 
-from . import certs, paths
+from . import certs, control_plane, paths
 
 ADMIN = ("kubegpu-admin", ("system:masters",))
 NOBODY = ("kubegpu-nobody", ())
 SIMULATOR_GROUP = "kubegpu:simulators"
 # Simulated components, each with a user of its own; the fleet loader counts as one.
-SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "kube-controller-manager", "mig-manager", "device-plugin")
+SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "mig-manager", "device-plugin", "kwok")
+# Stopping waits this long for the processes after SIGTERM, and at most STOP_KILL_WAIT after SIGKILL.
+STOP_GRACE = 5.0
+STOP_KILL_WAIT = 20.0
+
+
+def simulator_user(name: str) -> str:
+    return f"system:kubegpu-sim:{name}"
+
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     # One event per request, when the response is complete: verb, user, object and response code.
     "omitStages": ["RequestReceived", "ResponseStarted"],
-    "rules": [{"level": "Metadata"}],
+    "rules": [
+        # The control plane's own traffic (controllers, scheduler, kubelet leases and heartbeats) never stops;
+        # logged, it would hide the collection's and the simulators' requests and the log would never settle.
+        {"level": "None", "users": ["system:kube-controller-manager", "system:kube-scheduler",
+                                    simulator_user("kwok")]},
+        {"level": "None", "userGroups": ["system:serviceaccounts:kube-system"]},
+        {"level": "Metadata"},
+    ],
 }
-
-
-def simulator_user(name: str) -> str:
-    return f"system:kubegpu-sim:{name}"
 
 
 def _free_port() -> int:
@@ -140,6 +153,7 @@ def up(state: Path, timeout: float = 90, seed: Path | None = None) -> dict:
     ca.issue("nobody", NOBODY[0], NOBODY[1])
     for sim in SIMULATOR_USERS:
         ca.issue(f"sim-{sim}", simulator_user(sim), (SIMULATOR_GROUP,))
+    control_plane.issue_certificates(ca)
     sa_key = certs.service_account_keys(pki)
     (state / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
 
@@ -170,8 +184,10 @@ def up(state: Path, timeout: float = 90, seed: Path | None = None) -> dict:
          "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
          f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={sa_key}",
          "--service-cluster-ip-range=10.96.0.0/16",
-         # No controller-manager runs here, so no `default` service account is ever created for pods.
-         "--disable-admission-plugins=ServiceAccount",
+         # Fleet nodes are created as registered, Ready nodes. This plugin would taint each one not-ready until
+         # the controller-manager has seen it Ready: 1,000 extra writes and 40 s for the large fleet. The
+         # controller-manager still taints a node that stops being Ready.
+         "--disable-admission-plugins=TaintNodesByCondition",
          f"--audit-policy-file={state / 'audit-policy.yaml'}", f"--audit-log-path={state / 'audit.log'}",
          "--audit-log-format=json", "--audit-log-mode=blocking", "--audit-log-maxsize=0",
          "--profiling=false", "--v=1"],
@@ -183,6 +199,7 @@ def up(state: Path, timeout: float = 90, seed: Path | None = None) -> dict:
     kubeconfig_path(state, "nobody").write_text(yaml.safe_dump(_kubeconfig(state, server, "nobody")))
     for sim in SIMULATOR_USERS:
         kubeconfig_path(state, f"sim-{sim}").write_text(yaml.safe_dump(_kubeconfig(state, server, f"sim-{sim}")))
+    control_plane.write_kubeconfigs(state, server, _kubeconfig)
     for f in state.glob("kubeconfig*"):
         f.chmod(0o600)
     try:
@@ -207,28 +224,47 @@ def down(state: Path) -> None:
 
 
 def stop(state: Path) -> None:
-    """Stop every process the cluster started (SIGTERM, then SIGKILL after 5 s); keep the state folder."""
+    """Stop every process the cluster started and return once each has exited.
+
+    SIGTERM to each process group, SIGKILL to those still running after STOP_GRACE seconds, then wait (bounded)
+    until they are gone: on a loaded machine a killed process can take a while to exit. Raises RuntimeError
+    naming the processes still alive after that, rather than leaving them behind unnoticed.
+    """
     record = read_state(state)
-    pids = list(record.get("pids", {}).values())
+    named = dict(record.get("pids", {}))
+    pids = list(named.values())
     for pid in pids:
         try:
             os.killpg(pid, signal.SIGTERM)
         except OSError:
             pass
-    deadline = time.monotonic() + 5  # a throwaway cluster: no need to wait long for a graceful exit
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        _reap(pids)
-        time.sleep(0.1)
+    # A throwaway cluster: no need to wait long for a graceful exit.
+    _wait_gone(pids, STOP_GRACE)
     for pid in pids:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    time.sleep(0.1)
-    _reap(pids)
+        if _alive(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    left = _wait_gone(pids, STOP_KILL_WAIT)
     if record:
-        record["pids"] = {}
+        record["pids"] = {name: pid for name, pid in named.items() if pid in left}
         _write_state(state, record)
+    if left:
+        names = ", ".join(f"{name} (pid {pid})" for name, pid in named.items() if pid in left)
+        raise RuntimeError(f"still running {STOP_KILL_WAIT:.0f} s after SIGKILL: {names}; stop them by hand "
+                           f"(kill -9 PID) before starting the cluster in {state} again")
+
+
+def _wait_gone(pids, timeout: float) -> list:
+    """Reap and wait until none of pids runs, at most timeout seconds; returns those still running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _reap(pids)
+        left = [p for p in pids if _alive(p)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
 
 
 def main_down() -> None:  # pragma: no cover - CLI glue

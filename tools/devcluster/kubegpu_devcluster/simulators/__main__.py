@@ -11,11 +11,9 @@ from ..cluster import kubeconfig_path
 from .device_plugin import DevicePluginSimulator
 from .gpu_operator import GpuOperatorSimulator
 from .mig_manager import MigManagerSimulator
-from .namespaces import NamespaceSimulator
 from .olm import OlmSimulator
 
-SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator,
-              "kube-controller-manager": NamespaceSimulator, "mig-manager": MigManagerSimulator,
+SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator, "mig-manager": MigManagerSimulator,
               "device-plugin": DevicePluginSimulator}
 
 

@@ -1,0 +1,179 @@
+"""The rest of a real control plane beside the API server: kube-controller-manager, kube-scheduler, and KWOK as
+the fleet's kubelets.
+
+The controller-manager and the scheduler are the upstream binaries (built from the same k8s.io/kubernetes
+module as the API server), each with the user the built-in RBAC roles are written for
+(system:kube-controller-manager, system:kube-scheduler), leader election off (there is one of each). The
+controller-manager gives every controller its own service account (--use-service-account-credentials) and signs
+service-account tokens with the API server's key, so pods get real tokens and `default` service accounts.
+KWOK manages the fleet's nodes (FLEET_LABEL): leases, Ready, and the pods bound to them (kwok/stages.yaml).
+"""
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from . import certs, paths
+from .fleet import FLEET_LABEL
+
+CONTROLLER_MANAGER = ("kube-controller-manager", "system:kube-controller-manager")
+SCHEDULER = ("kube-scheduler", "system:kube-scheduler")
+KWOK_STAGES = paths.DEVCLUSTER_ROOT / "kwok" / "stages.yaml"
+# A lease renewed every 30 s (a quarter of its duration) keeps 1,000 simulated nodes at ~33 writes/s; the
+# controller-manager's grace period is wide enough that a loaded machine does not mark nodes NotReady.
+LEASE_SECONDS = 120
+NODE_GRACE = "300s"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+BINARIES = ("kube-controller-manager", "kube-scheduler", "kwok")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def issue_certificates(ca: certs.CertificateAuthority) -> None:
+    """Client certificates for the built-in users, serving certificates for the components' health ports."""
+    for stem, user in (CONTROLLER_MANAGER, SCHEDULER):
+        ca.issue(stem, user)
+        ca.issue(f"{stem}-serving", stem, server=True)
+
+
+def _start(state: Path, name: str, args: list) -> int:
+    proc = subprocess.Popen(args, stdout=open(state / f"{name}.log", "ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    return proc.pid
+
+
+def _component_args(state: Path, stem: str, port: int) -> list:
+    pki, kubeconfig = state / "pki", state / f"kubeconfig-{stem}"
+    # No --authentication/authorization-kubeconfig: only /healthz is asked for, which is always allowed, and
+    # delegated authentication would look for a front-proxy CA this API server does not have.
+    return [f"--kubeconfig={kubeconfig}", "--bind-address=127.0.0.1", f"--secure-port={port}",
+            f"--tls-cert-file={pki / f'{stem}-serving.crt'}", f"--tls-private-key-file={pki / f'{stem}-serving.key'}",
+            "--leader-elect=false", "--profiling=false", "--v=1"]
+
+
+def start(state: Path, kwok_kubeconfig: Path) -> dict:
+    """Start the three components; returns {name: (pid, health URL)}. Call wait_healthy before using them."""
+    bins = paths.bin_dir()
+    missing = [b for b in BINARIES if not (bins / b).exists()]
+    if missing:
+        raise RuntimeError(f"{', '.join(str(bins / b) for b in missing)} missing: run tools/devcluster/build.sh "
+                           "(make binaries)")
+    pki = state / "pki"
+    started = {}
+    port = _free_port()
+    pid = _start(state, "kube-controller-manager", [
+        str(bins / "kube-controller-manager"), *_component_args(state, CONTROLLER_MANAGER[0], port),
+        f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+        "--use-service-account-credentials=true",
+        f"--node-monitor-grace-period={NODE_GRACE}",
+        # The defaults (20/s) take a minute to garbage-collect the leases of a 1,000-node fleet.
+        "--kube-api-qps=100", "--kube-api-burst=200"])
+    started["kube-controller-manager"] = (pid, f"https://127.0.0.1:{port}/healthz")
+    port = _free_port()
+    pid = _start(state, "kube-scheduler", [str(bins / "kube-scheduler"),
+                                           *_component_args(state, SCHEDULER[0], port)])
+    started["kube-scheduler"] = (pid, f"https://127.0.0.1:{port}/healthz")
+    port = _free_port()
+    pid = _start(state, "kwok", [
+        str(bins / "kwok"), f"--kubeconfig={kwok_kubeconfig}", f"--config={KWOK_STAGES}",
+        f"--manage-nodes-with-label-selector={FLEET_LABEL}",
+        f"--node-lease-duration-seconds={LEASE_SECONDS}",
+        # Pod IPs come from one pool for all nodes; KWOK's default (a /24) runs out with a large fleet.
+        "--cidr=10.64.0.0/12", f"--server-address=127.0.0.1:{port}"])
+    started["kwok"] = (pid, f"http://127.0.0.1:{port}/healthz")
+    return started
+
+
+def write_kubeconfigs(state: Path, server: str, kubeconfig) -> None:
+    for stem, _ in (CONTROLLER_MANAGER, SCHEDULER):
+        path = state / f"kubeconfig-{stem}"
+        path.write_text(yaml.safe_dump(kubeconfig(state, server, stem)))
+        path.chmod(0o600)
+
+
+def _healthy(url: str, ctx: ssl.SSLContext) -> str:
+    """'' when the URL answers 200 ok, else why not."""
+    try:
+        with urllib.request.urlopen(url, context=ctx if url.startswith("https") else None, timeout=5) as r:
+            return "" if r.status == 200 else f"HTTP {r.status}"
+    except Exception as e:  # still starting: the reason goes into the timeout message
+        return str(e)
+
+
+def wait_healthy(state: Path, started: dict, alive, timeout: float) -> None:
+    """Wait until each component's /healthz answers ok; fail naming the component, the reason and its log."""
+    ctx = ssl.create_default_context(cafile=str(state / "pki" / "ca.crt"))
+    deadline = time.monotonic() + timeout
+    pending = dict(started)
+    reasons = {}
+    while pending:
+        for name, (pid, url) in list(pending.items()):
+            if not alive(pid):
+                raise RuntimeError(f"{name} exited while starting; see {state / (name + '.log')}")
+            reasons[name] = _healthy(url, ctx)
+            if not reasons[name]:
+                del pending[name]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            name = next(iter(pending))
+            raise RuntimeError(f"{name} not healthy after {timeout:.0f} s ({_reasons(pending, reasons)}); "
+                               f"see {state / (name + '.log')}")
+        time.sleep(0.3)
+
+
+def _reasons(pending: dict, reasons: dict) -> str:
+    return "; ".join(f"{name}: {reasons.get(name) or 'no answer yet'}" for name in pending)
+
+
+def nodes_managed(dyn) -> tuple:
+    """(fleet nodes, those schedulable: Ready, leased by KWOK for this very node object, and rid of the
+    not-ready taint the API server puts on every new node until the controller-manager sees it Ready)."""
+    nodes = dyn.resources.get(api_version="v1", kind="Node").get(label_selector=FLEET_LABEL).items
+    leases = dyn.resources.get(api_version="coordination.k8s.io/v1", kind="Lease").get(
+        namespace="kube-node-lease").items
+    # A fleet switch recreates nodes under the same names: only a lease owned by the new node counts.
+    owners = {ref.uid for lease in leases for ref in (lease.metadata.ownerReferences or [])}
+    ready = 0
+    for node in nodes:
+        conditions = {c.type: c.status for c in (node.status.conditions or [])}
+        tainted = any(t.key == NOT_READY_TAINT for t in (node.spec.taints or []))
+        if conditions.get("Ready") == "True" and node.metadata.uid in owners and not tainted:
+            ready += 1
+    return len(nodes), ready
+
+
+def wait_nodes_managed(dyn, timeout: float) -> int:
+    """Wait until every fleet node is schedulable (nodes_managed); returns how many nodes that is."""
+    deadline = time.monotonic() + timeout
+    while True:
+        total, ready = nodes_managed(dyn)
+        if ready == total:
+            return total
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{total - ready} of {total} fleet nodes not Ready, leased by KWOK and untainted "
+                               f"after {timeout:.0f} s; see kwok.log and kube-controller-manager.log")
+        time.sleep(0.5)
+
+
+def wait_default_service_account(dyn, timeout: float, namespace: str = "default") -> None:
+    """The controller-manager's serviceaccount controller creates `default` in each namespace soon after it
+    exists; until then the ServiceAccount admission plugin refuses pods there."""
+    api = dyn.resources.get(api_version="v1", kind="ServiceAccount")
+    deadline = time.monotonic() + timeout
+    while not api.get(namespace=namespace, field_selector="metadata.name=default").items:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no service account {namespace}/default after {timeout:.0f} s; "
+                               "see kube-controller-manager.log")
+        time.sleep(0.3)
+
