@@ -28,7 +28,7 @@ ADMIN = ("kubegpu-admin", ("system:masters",))
 NOBODY = ("kubegpu-nobody", ())
 SIMULATOR_GROUP = "kubegpu:simulators"
 # Simulated components, each with a user of its own; the fleet loader counts as one.
-SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "mig-manager", "device-plugin", "kwok")
+SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "mig-manager", "device-plugin", "dra-plugin", "kwok")
 # Stopping waits this long for the processes after SIGTERM, and at most STOP_KILL_WAIT after SIGKILL.
 STOP_GRACE = 5.0
 STOP_KILL_WAIT = 20.0
