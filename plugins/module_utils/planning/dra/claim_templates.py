@@ -18,6 +18,7 @@ The user describes them in kubegpu_dra.claim_templates::
         interval: Long            # time-slicing of whole GPUs: Default | Short | Medium | Long
         mps: {default_active_thread_percentage: 50, default_pinned_device_memory_limit: 10Gi}
       claim: template             # template (one claim per pod) | shared (one ResourceClaim pods share)
+      cel: "device.attributes['gpu.nvidia.com'].architecture == 'Hopper'"   # one more condition, as CEL
 
 parse_claim_templates checks everything before any object is built and returns ClaimTemplates;
 render_objects turns them into objects (resource.k8s.io/v1):
@@ -95,7 +96,8 @@ SHARED = "shared"
 CLAIMS = (TEMPLATE, SHARED)
 
 _KEYS = ("name", "namespaces", "device", "min_memory", "products", "mig_profile", "count", "same_pcie_root",
-         "sharing", "claim")
+         "sharing", "claim", "cel")
+_CEL_MAX = 10 * 1024
 _SHARING_KEYS = ("strategy", "interval", "mps")
 _MPS_KEYS = ("default_active_thread_percentage", "default_pinned_device_memory_limit")
 _NAME_MAX = 40
@@ -133,6 +135,7 @@ class ClaimTemplate:
     same_pcie_root: bool = False
     sharing: Optional[Sharing] = None
     claim: str = TEMPLATE
+    cel: Optional[str] = None
 
     @property
     def class_name(self):
@@ -238,7 +241,18 @@ def _parse(index, entry):
         same_pcie_root=same_root,
         sharing=_parse_sharing(subject, entry.get("sharing"), device),
         claim=claim,
+        cel=_parse_cel(subject, entry.get("cel")),
     )
+
+
+def _parse_cel(subject, expression):
+    """The user's own CEL condition: only its shape is checked here; the API server compiles it (the module
+    validates the DeviceClass with a server-side dry run before writing anything)."""
+    if expression is None:
+        return None
+    if not isinstance(expression, str) or not expression.strip() or len(expression) > _CEL_MAX:
+        _fail(subject, "cel", expression, "a CEL expression over device (non-empty, at most %d characters)" % _CEL_MAX)
+    return expression.strip()
 
 
 def _check_keys(subject, field, raw, valid):
@@ -400,6 +414,9 @@ def _labels(template):
 def device_class(template, api_version=API_VERSION):
     """Return the DeviceClass kubegpu-<name> of a template."""
     spec = {"selectors": [{"cel": {"expression": template.expression()}}]}
+    if template.cel:
+        # A selector of its own: every selector of a class must match, and the API server reports its errors apart.
+        spec["selectors"].append({"cel": {"expression": template.cel}})
     config = opaque_config(template)
     if config is not None:
         spec["config"] = [{"opaque": {"driver": DRIVER, "parameters": config}}]

@@ -63,10 +63,12 @@ def _satisfied(template, devices):
 
 
 def match_templates(templates, resource_slices):
-    """Return {template name: {"devices": {node: [device names]}, "nodes": [nodes that satisfy it]}}.
+    """Return {template name: {"devices": {node: [device names]}, "nodes": [...], "exact": bool}}.
 
     devices lists every node with at least one matching device; nodes those where a whole claim
-    (count devices, under one PCIe root when asked) fits. Both sorted by node name.
+    (count devices, under one PCIe root when asked) fits. Both sorted by node name. exact is False
+    for a template with a cel condition of the user's: that one is not evaluated here, so the
+    nodes listed are those that satisfy the rest (the scheduler may find fewer).
     """
     per_node = node_devices(resource_slices)
     report = {}
@@ -80,5 +82,5 @@ def match_templates(templates, resource_slices):
             devices[node] = [device.get("name") for dummy, device in matching]
             if _satisfied(template, matching):
                 nodes.append(node)
-        report[template.name] = {"devices": devices, "nodes": nodes}
+        report[template.name] = {"devices": devices, "nodes": nodes, "exact": not template.cel}
     return report

@@ -229,3 +229,23 @@ def test_render_v1beta1_puts_the_request_fields_beside_its_name():
 def test_render_refuses_other_versions():
     with pytest.raises(DraError, match="the cluster serves 'resource.k8s.io/v1alpha3'"):
         render_objects([one()], api_version="resource.k8s.io/v1alpha3")
+
+
+# ---------------------------------------------------------------------------------------------
+# cel: a condition of the user's own, a selector of its own in the DeviceClass
+# ---------------------------------------------------------------------------------------------
+
+def test_cel_becomes_a_second_selector_of_the_class():
+    expression = "device.attributes['gpu.nvidia.com'].architecture == 'Hopper'"
+    template = one(min_memory="40Gi", cel="  %s " % expression)
+    assert template.cel == expression
+    [device_class] = [o for o in render_objects([template])["objects"] if o["kind"] == "DeviceClass"]
+    selectors = [s["cel"]["expression"] for s in device_class["spec"]["selectors"]]
+    assert selectors[0].startswith(GPU_CLASS) and "quantity('40Gi')" in selectors[0]
+    assert selectors[1] == expression
+
+
+@pytest.mark.parametrize("value", ["", "   ", 42, ["a"], "x" * (10 * 1024 + 1)])
+def test_cel_of_the_wrong_shape_is_refused(value):
+    with pytest.raises(DraError, match="claim template 'gpu': cel is"):
+        one(cel=value)

@@ -83,17 +83,17 @@ def templates(*entries):
 ])
 def test_match_templates(entry, devices, nodes):
     report = match_templates(templates(entry), SLICES)
-    assert report == {entry["name"]: {"devices": devices, "nodes": nodes}}
+    assert report == {entry["name"]: {"devices": devices, "nodes": nodes, "exact": True}}
 
 
 def test_match_reports_every_template():
     report = match_templates(templates({"name": "a"}, {"name": "b", "products": "T4"}), SLICES)
     assert list(report) == ["a", "b"]
-    assert report["b"] == {"devices": {}, "nodes": []}
+    assert report["b"] == {"devices": {}, "nodes": [], "exact": True}
 
 
 def test_no_slices():
-    assert match_templates(templates({"name": "a"}), []) == {"a": {"devices": {}, "nodes": []}}
+    assert match_templates(templates({"name": "a"}), []) == {"a": {"devices": {}, "nodes": [], "exact": True}}
 
 
 def test_node_devices_keeps_the_newest_generation_only():
@@ -101,3 +101,9 @@ def test_node_devices_keeps_the_newest_generation_only():
     assert [device["name"] for dummy, device in per_node["l4"]] == ["gpu-0"]
     assert [driver for driver, dummy in per_node["l40s"]] == ["gpu.nvidia.com"] * 2 + ["net.example.com"]
     assert "fabric" not in per_node
+
+
+def test_a_cel_condition_of_the_users_makes_the_report_inexact():
+    slices = [resource_slice("n1", [gpu("gpu-0", "NVIDIA H100 80GB HBM3", "80Gi", "pci0")])]
+    [template] = parse_claim_templates([{"name": "a", "namespaces": ["llm"], "cel": "device.attributes['x'].y == 1"}])
+    assert match_templates([template], slices)["a"] == {"devices": {"n1": ["gpu-0"]}, "nodes": ["n1"], "exact": False}
