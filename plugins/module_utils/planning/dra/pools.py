@@ -19,9 +19,21 @@ __metaclass__ = type
 
 from collections.abc import Mapping
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import (
+    PLUGIN_LABEL,
+    PLUGIN_LABEL_VALUE,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import (
+    node_labels,
+    node_name,
+    pool_selects,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
 
 DRA = "dra"
+# The GPU Operator adds an operand's deploy label only where it is missing: "false" set by us keeps the
+# device plugin off that node, and removing it lets the operator put "true" back.
+DEVICE_PLUGIN_DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 _SHOWN = 5
 
 
@@ -75,3 +87,44 @@ def check_resolved_pools(pools, selected, dra_labelled=()):
     """check_dra_overlap over parse_pools' Pools and resolve_pools' {pool name: [Node dicts]}."""
     return check_dra_overlap(
         dict((pool.name, (pool.strategy, selected.get(pool.name, []))) for pool in pools), dra_labelled)
+
+
+def labelled_nodes(nodes):
+    """Names of the nodes that carry the DRA kubelet plugin's label today."""
+    return sorted(node_name(node) for node in nodes if node_labels(node).get(PLUGIN_LABEL) == PLUGIN_LABEL_VALUE)
+
+
+def dra_pool_nodes(raw_pools, nodes):
+    """Return {dra pool: sorted node names} for kubegpu_node_pools, refusing overlaps with device-plugin pools.
+
+    Each pool takes the nodes its selector and machinesets select (pool_selection.pool_selects); overlaps
+    between two device-plugin pools are the node pools stage's to refuse, not this one's. Raises PoolError.
+    """
+    pools = parse_pools(raw_pools)
+    selected = dict((pool.name, [node for node in nodes if pool_selects(pool, node)]) for pool in pools)
+    return check_resolved_pools(pools, selected, labelled_nodes(nodes))
+
+
+def plan_node_labels(dra_pools, nodes):
+    """Return {node name: {label: value, or None to remove}} for the nodes whose labels must change.
+
+    Nodes of dra pools get the kubelet plugin's label and the device plugin turned off; nodes that carry the
+    plugin's label but are in no dra pool any more lose it, and the device plugin's deploy label when it is
+    the "false" this stage set, so the GPU Operator deploys the device plugin there again.
+    """
+    wanted = set(name for names in dra_pools.values() for name in names)
+    changes = {}
+    for node in sorted(nodes, key=node_name):
+        name, labels = node_name(node), node_labels(node)
+        if name in wanted:
+            desired = {PLUGIN_LABEL: PLUGIN_LABEL_VALUE, DEVICE_PLUGIN_DEPLOY_LABEL: "false"}
+        elif labels.get(PLUGIN_LABEL) == PLUGIN_LABEL_VALUE:
+            desired = {PLUGIN_LABEL: None}
+            if labels.get(DEVICE_PLUGIN_DEPLOY_LABEL) == "false":
+                desired[DEVICE_PLUGIN_DEPLOY_LABEL] = None
+        else:
+            continue
+        differing = dict((key, value) for key, value in desired.items() if labels.get(key) != value)
+        if differing:
+            changes[name] = differing
+    return changes

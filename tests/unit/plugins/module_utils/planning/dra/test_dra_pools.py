@@ -9,6 +9,8 @@ import pytest
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import (
     check_dra_overlap,
     check_resolved_pools,
+    dra_pool_nodes,
+    plan_node_labels,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
 
@@ -71,3 +73,48 @@ def test_check_resolved_pools_takes_parse_pools_and_resolve_pools_output():
     assert check_resolved_pools(pools, selected) == {"dra-h200": ["h200-0"]}
     with pytest.raises(PoolError, match="pool 'dra-h200' \\(strategy dra\\) and pool 'llm'"):
         check_resolved_pools(pools, {"dra-h200": [node("h200-0")], "llm": [node("h200-0")]})
+
+
+PLUGIN = "nvidia.com/dra-kubelet-plugin"
+DEPLOY = "nvidia.com/gpu.deploy.device-plugin"
+H200 = {"name": "dra-h200", "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-H200"}},
+        "sharing": {"strategy": "dra"}}
+
+
+def gpu_node(name, product, **labels):
+    return {"metadata": {"name": name, "labels": dict({"nvidia.com/gpu.product": product}, **labels)}}
+
+
+def test_dra_pool_nodes_resolves_dra_pools_only():
+    nodes = [gpu_node("h200-1", "NVIDIA-H200"), gpu_node("h200-0", "NVIDIA-H200"), gpu_node("h100-0", "NVIDIA-H100")]
+    mig = {"name": "llm", "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-H100"}},
+           "sharing": {"strategy": "mig", "mig": {"layout": "all-1g.10gb"}}}
+    assert dra_pool_nodes([H200, mig], nodes) == {"dra-h200": ["h200-0", "h200-1"]}
+    assert dra_pool_nodes(None, nodes) == {}
+
+
+def test_dra_pool_nodes_refuses_a_device_plugin_pool_on_dra_nodes():
+    nodes = [gpu_node("h200-0", "NVIDIA-H200")]
+    ts = {"name": "shared", "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-H200"}},
+          "sharing": {"strategy": "time-slicing", "time_slicing": {"replicas": 2}}}
+    with pytest.raises(PoolError, match="pool 'dra-h200' .strategy dra. and pool 'shared' .strategy time-slicing."):
+        dra_pool_nodes([H200, ts], nodes)
+    # The label left from an earlier dra pool counts too.
+    with pytest.raises(PoolError, match="carries nvidia.com/dra-kubelet-plugin=true"):
+        dra_pool_nodes([ts], [gpu_node("h200-0", "NVIDIA-H200", **{PLUGIN: "true"})])
+
+
+def test_plan_node_labels():
+    nodes = [
+        gpu_node("new", "NVIDIA-H200", **{DEPLOY: "true"}),
+        gpu_node("done", "NVIDIA-H200", **{PLUGIN: "true", DEPLOY: "false"}),
+        gpu_node("left", "NVIDIA-H200", **{PLUGIN: "true", DEPLOY: "false"}),
+        gpu_node("left-by-hand", "NVIDIA-H200", **{PLUGIN: "true", DEPLOY: "true"}),
+        gpu_node("other", "NVIDIA-H100", **{DEPLOY: "false"}),
+    ]
+    assert plan_node_labels({"dra-h200": ["new", "done"]}, nodes) == {
+        "new": {PLUGIN: "true", DEPLOY: "false"},
+        "left": {PLUGIN: None, DEPLOY: None},
+        "left-by-hand": {PLUGIN: None},
+    }
+    assert plan_node_labels({}, [gpu_node("other", "NVIDIA-H100", **{DEPLOY: "false"})]) == {}
