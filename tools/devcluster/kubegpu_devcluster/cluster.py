@@ -188,6 +188,8 @@ def up(state: Path, timeout: float = 90, seed: Path | None = None) -> dict:
          # the controller-manager has seen it Ready: 1,000 extra writes and 40 s for the large fleet. The
          # controller-manager still taints a node that stops being Ready.
          "--disable-admission-plugins=TaintNodesByCondition",
+         # As kubeadm and OpenShift do: driver charts (the DRA kubelet plugin) run privileged pods.
+         "--allow-privileged=true",
          f"--audit-policy-file={state / 'audit-policy.yaml'}", f"--audit-log-path={state / 'audit.log'}",
          "--audit-log-format=json", "--audit-log-mode=blocking", "--audit-log-maxsize=0",
          "--profiling=false", "--v=1"],
