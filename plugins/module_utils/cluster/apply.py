@@ -18,6 +18,7 @@ __metaclass__ = type
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import (
     ClusterError,
     DynamicApiError,
+    NotFoundError,
     describe_api_error,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import differences, merged, pick
@@ -207,3 +208,36 @@ def create_object(cluster, obj, field_manager=FIELD_MANAGER):
         if e.status == 409 and len(tries) > 1 and ours():   # a resend after a success we did not see
             return
         raise ClusterError(describe_api_error("create {0} {1}".format(kind, title), e))
+
+
+def dry_run_apply(cluster, obj, field_manager=FIELD_MANAGER):
+    """Ask the API server to validate `obj` with a server-side apply dry run (nothing is stored).
+
+    Raises ClusterError with the server's own message, so a field it refuses (a CEL expression that does not
+    compile, a value out of range) is reported before anything is written.
+    """
+    kind, name, namespace = _target(obj)
+    resource = cluster.resource(obj["apiVersion"], kind)
+    if resource is None:
+        raise ClusterError("{0} {1}: the API server does not serve {2}".format(kind, name, obj["apiVersion"]))
+    try:
+        cluster.dynamic.server_side_apply(resource, body=obj, name=name, namespace=namespace,
+                                          field_manager=field_manager, force_conflicts=True, dry_run="All")
+    except DynamicApiError as e:
+        raise ClusterError(describe_api_error("validate {0} {1}".format(kind, name), e))
+
+
+def delete_object(cluster, obj, check_mode):
+    """Delete an object we own and no longer want. Returns a Change with its fields before."""
+    kind, name, namespace = _target(obj)
+    change = Change(kind, name, namespace, ["(deleted)"], before=dict((k, obj.get(k)) for k in ("metadata", "spec")
+                                                                     if k in obj), after=None)
+    if check_mode:
+        return change
+    try:
+        cluster.resource(obj["apiVersion"], kind).delete(name=name, namespace=namespace)
+    except NotFoundError:
+        pass
+    except DynamicApiError as e:
+        raise ClusterError(describe_api_error("delete {0} {1}".format(kind, name), e))
+    return change

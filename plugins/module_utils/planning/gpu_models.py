@@ -446,3 +446,41 @@ def model_for_key(key):
             "unknown GPU model %r; known models: %s" % (key, ", ".join(_BY_KEY))
         )
     return model
+
+
+# The name NVML reports (nvidia-smi's "name"), from which GFD derives gpu.product (spaces -> '-').
+# The DRA driver publishes this name unchanged as the productName attribute, so a claim that
+# selects by product compares against it. Names of (d) products above are (d) too; "NVIDIA H200"
+# is the captured nvidia-smi output in tests/fixtures/hardware/nvidia-h200.
+NVML_NAMES = {
+    "NVIDIA-A30": "NVIDIA A30",
+    "NVIDIA-A100-SXM4-40GB": "NVIDIA A100-SXM4-40GB",
+    "A100-SXM4-40GB": "A100-SXM4-40GB",
+    "NVIDIA-A100-SXM4-80GB": "NVIDIA A100-SXM4-80GB",
+    "NVIDIA-A100-80GB-PCIe": "NVIDIA A100 80GB PCIe",
+    "NVIDIA-H100-80GB-HBM3": "NVIDIA H100 80GB HBM3",
+    "NVIDIA-H100-PCIe": "NVIDIA H100 PCIe",
+    "NVIDIA-H100-NVL": "NVIDIA H100 NVL",
+    "NVIDIA-GH200-480GB": "NVIDIA GH200 480GB",
+    "NVIDIA-H200": "NVIDIA H200",
+    "NVIDIA-GH200-144G-HBM3e": "NVIDIA GH200 144G HBM3e",
+    "NVIDIA-B200": "NVIDIA B200",
+    "NVIDIA-GB200": "NVIDIA GB200",
+    "NVIDIA-L40S": "NVIDIA L40S",
+    "NVIDIA-L4": "NVIDIA L4",
+    "NVIDIA-A10G": "NVIDIA A10G",
+    "Tesla-T4": "Tesla T4",
+}
+
+
+def nvml_names(model):
+    """Return the NVML names of a GpuModel's products, in the order of model.products."""
+    return tuple(NVML_NAMES[product] for product in model.products)
+
+
+def model_for_nvml_name(name):
+    """Return the GpuModel whose product NVML calls name ("NVIDIA H100 80GB HBM3"), None if unknown."""
+    for product, nvml_name in NVML_NAMES.items():
+        if nvml_name == name:
+            return _BY_PRODUCT[product]
+    return None

@@ -28,7 +28,7 @@ ADMIN = ("kubegpu-admin", ("system:masters",))
 NOBODY = ("kubegpu-nobody", ())
 SIMULATOR_GROUP = "kubegpu:simulators"
 # Simulated components, each with a user of its own; the fleet loader counts as one.
-SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "mig-manager", "device-plugin", "kwok")
+SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "mig-manager", "device-plugin", "dra-plugin", "kwok")
 # Stopping waits this long for the processes after SIGTERM, and at most STOP_KILL_WAIT after SIGKILL.
 STOP_GRACE = 5.0
 STOP_KILL_WAIT = 20.0
@@ -188,6 +188,8 @@ def up(state: Path, timeout: float = 90, seed: Path | None = None) -> dict:
          # the controller-manager has seen it Ready: 1,000 extra writes and 40 s for the large fleet. The
          # controller-manager still taints a node that stops being Ready.
          "--disable-admission-plugins=TaintNodesByCondition",
+         # As kubeadm and OpenShift do: driver charts (the DRA kubelet plugin) run privileged pods.
+         "--allow-privileged=true",
          f"--audit-policy-file={state / 'audit-policy.yaml'}", f"--audit-log-path={state / 'audit.log'}",
          "--audit-log-format=json", "--audit-log-mode=blocking", "--audit-log-maxsize=0",
          "--profiling=false", "--v=1"],

@@ -48,6 +48,16 @@ GPUS = {
 }
 
 
+# The device name NVML reports (nvidia-smi's "name"); GFD turns its spaces into '-' for gpu.product, the DRA
+# driver publishes it as productName. "NVIDIA H200" as captured in tests/fixtures/hardware/nvidia-h200.
+NVML_NAMES = {
+    "A100-40GB": "NVIDIA A100-SXM4-40GB", "A100-80GB": "NVIDIA A100-SXM4-80GB", "A100-80GB-PCIE": "NVIDIA A100 80GB PCIe",
+    "H100-80GB": "NVIDIA H100 80GB HBM3", "H100-PCIE": "NVIDIA H100 PCIe", "H100-94GB": "NVIDIA H100 NVL",
+    "H200": "NVIDIA H200", "GH200": "NVIDIA GH200 480GB", "B200": "NVIDIA B200", "A30": "NVIDIA A30",
+    "L40S": "NVIDIA L40S", "L4": "NVIDIA L4", "A10G": "NVIDIA A10G", "T4": "Tesla T4",
+}
+
+
 def gpu(model: str) -> Gpu:
     try:
         return GPUS[model]

@@ -9,12 +9,13 @@ from pathlib import Path
 
 from ..cluster import kubeconfig_path
 from .device_plugin import DevicePluginSimulator
+from .dra_plugin import DraPluginSimulator
 from .gpu_operator import GpuOperatorSimulator
 from .mig_manager import MigManagerSimulator
 from .olm import OlmSimulator
 
 SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator, "mig-manager": MigManagerSimulator,
-              "device-plugin": DevicePluginSimulator}
+              "device-plugin": DevicePluginSimulator, "dra-plugin": DraPluginSimulator}
 
 
 def main() -> None:

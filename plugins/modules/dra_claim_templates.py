@@ -1,0 +1,241 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: dra_claim_templates
+short_description: Publish claim templates (DeviceClasses and ResourceClaimTemplates) and report which nodes satisfy each
+version_added: 0.1.0
+description:
+  - Turns each claim template into a DeviceClass C(kubegpu-<name>) (one CEL selector built from the template's
+    fields, a second one for its own C(cel), the NVIDIA driver's sharing config) and, in each of its namespaces, a
+    ResourceClaimTemplate C(<name>) (or a ResourceClaim C(<name>) that pods share, with C(claim=shared)).
+  - Every object that differs from the cluster is first validated by the API server with a server-side dry run; if
+    one is refused (a C(cel) condition that does not compile), the error names the template and nothing is
+    written. Then missing namespaces are created and the objects applied with server-side apply. Objects of
+    earlier runs (labelled C(app.kubernetes.io/managed-by=kubegpu.platform) and C(kubegpu.io/claim-template))
+    that no template wants any more are deleted. A ResourceClaimTemplate whose spec changes is replaced (its spec
+    is immutable; claims already made for pods keep theirs); a shared ResourceClaim whose spec changes is refused.
+  - Reports, for each template, the devices of each node that match it and the nodes where a whole claim fits,
+    read from the ResourceSlices the DRA driver publishes, and warns about a template that no node satisfies
+    (pods using it would stay Pending).
+author:
+  - kubegpu.platform contributors (@kubegpu)
+options:
+  claim_templates:
+    description:
+      - The claim templates C(kubegpu_dra.claim_templates). Each has C(name) and C(namespaces), and optionally
+        C(device) (C(gpu) or C(mig)), C(min_memory) (e.g. C(40Gi)), C(products) (model keys, C(gpu.product) labels or
+        NVML names), C(mig_profile) (with C(device=mig)), C(count), C(same_pcie_root), C(sharing) (C(strategy)
+        C(time-slicing) with C(interval), or C(mps) with C(mps.default_active_thread_percentage) and
+        C(mps.default_pinned_device_memory_limit)), C(claim) (C(template) or C(shared)) and C(cel) (one more
+        condition, a CEL expression over C(device)). See docs/dra.md.
+    type: list
+    elements: dict
+    default: []
+  prune:
+    description: Delete the DeviceClasses, ResourceClaimTemplates and ResourceClaims of templates no longer listed.
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+attributes:
+  check_mode:
+    support: full
+    description: Returns the objects and the match report, runs the dry runs (which store nothing), writes nothing.
+  diff_mode:
+    support: full
+    description: Shows each object before and after.
+requirements:
+  - kubernetes >= 24.2.0
+  - kubernetes.core collection
+"""
+
+EXAMPLES = r"""
+- name: Publish claim templates
+  kubegpu.platform.dra_claim_templates:
+    claim_templates:
+      - {name: gpu-40g, namespaces: [llm], min_memory: 40Gi}
+      - {name: h200-pair, namespaces: [llm], products: [H200], count: 2, same_pcie_root: true}
+      - {name: shared-ts, namespaces: [llm], sharing: {strategy: time-slicing, interval: Long}, claim: shared}
+  register: templates
+"""
+
+RETURN = r"""
+templates:
+  description: Per template, C(device_class), C(claims) (namespace/name), C(devices) (per node the matching device
+    names), C(nodes) (where a whole claim fits) and C(exact) (false when the template's own C(cel) was not
+    evaluated by the report).
+  returned: always
+  type: dict
+api_version:
+  description: The C(resource.k8s.io) version written.
+  returned: always
+  type: str
+warnings_list:
+  description: Every warning, also emitted as Ansible warnings.
+  returned: always
+  type: list
+  elements: str
+changes:
+  description: Each object written, replaced or deleted (or that would be), with the fields that differ.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
+    Change,
+    apply_object,
+    delete_object,
+    dry_run_apply,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
+    MANAGED_BY,
+    TEMPLATE_LABEL,
+    parse_claim_templates,
+    render_objects,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.matching import match_templates
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import GROUP, best_version
+
+FIELD_MANAGER = "kubegpu.platform/dra"
+KINDS = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim")
+# Kinds whose spec the API server never lets change.
+IMMUTABLE_SPEC = ("ResourceClaimTemplate", "ResourceClaim")
+SELECTOR = ",".join(["%s=%s" % item for item in MANAGED_BY.items()] + [TEMPLATE_LABEL])
+
+
+def key(obj):
+    meta = obj["metadata"]
+    return obj["kind"], meta.get("namespace"), meta["name"]
+
+
+def title(obj):
+    kind, namespace, name = key(obj)
+    return "%s %s%s" % (kind, namespace + "/" if namespace else "", name)
+
+
+def observe(cluster, api_version):
+    """Our objects of earlier runs (one list per kind) and the namespaces that exist."""
+    ours = {}
+    for kind in KINDS:
+        for obj in cluster.list(api_version, kind, label_selector=SELECTOR):
+            obj.setdefault("apiVersion", api_version)
+            obj.setdefault("kind", kind)
+            ours[key(obj)] = obj
+    namespaces = set(n["metadata"]["name"] for n in cluster.list("v1", "Namespace"))
+    return ours, namespaces
+
+
+def plan_writes(cluster, objects, ours):
+    """Return [(obj, Change, replace)] for the objects that differ from the cluster (computed, nothing sent)."""
+    out = []
+    for obj in objects:
+        current = ours.get(key(obj))
+        change = apply_object(cluster, obj, True, current=current, current_known=True, field_manager=FIELD_MANAGER)
+        if not change.changed:
+            continue
+        replace = current is not None and obj["kind"] in IMMUTABLE_SPEC and any(
+            f == "spec" or f.startswith("spec.") for f in change.fields)
+        if replace and obj["kind"] == "ResourceClaim":
+            raise DraError("claim template '%s': the shared ResourceClaim %s/%s would change (%s), but a claim's spec "
+                           "cannot change; delete it once no pod uses it, and run again"
+                           % (obj["metadata"]["labels"][TEMPLATE_LABEL], obj["metadata"]["namespace"],
+                              obj["metadata"]["name"], ", ".join(change.fields)))
+        out.append((obj, change, replace))
+    return out
+
+
+def validate(cluster, writes, namespaces):
+    """Dry-run every object to write; objects in a namespace still to be created are skipped (their content is
+    generated whole, and the server would only say the namespace is missing)."""
+    for obj, dummy, replace in writes:
+        namespace = obj["metadata"].get("namespace")
+        if replace or (namespace and namespace not in namespaces):
+            continue
+        try:
+            dry_run_apply(cluster, obj, FIELD_MANAGER)
+        except ClusterError as e:
+            raise DraError("claim template '%s': the API server refused %s, so nothing was written: %s"
+                           % (obj["metadata"]["labels"][TEMPLATE_LABEL], title(obj), e))
+
+
+def namespace_object(name):
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_BY)}}
+
+
+def run(module):
+    cluster, check = module.cluster, module.check_mode
+    try:
+        templates = parse_claim_templates(module.params["claim_templates"])
+        api_version = best_version(cluster.served_versions(GROUP))
+        if api_version is None:
+            raise DraError("the API server serves no %s version, so claim templates cannot be written: run "
+                           "kubegpu.platform.dra_platform (the dra role does) first" % GROUP)
+        rendered = render_objects(templates, api_version)
+        ours, namespaces = observe(cluster, api_version)
+        writes = plan_writes(cluster, rendered["objects"], ours)
+        validate(cluster, writes, namespaces)
+    except DraError as e:
+        module.fail_json(msg=str(e), changed=False)
+    wanted_namespaces = sorted(set(ns for t in templates for ns in t.namespaces) - namespaces)
+    changes = [apply_object(cluster, namespace_object(ns), check, current=None, current_known=True,
+                            field_manager=FIELD_MANAGER) for ns in wanted_namespaces]
+    for obj, change, replace in writes:
+        if replace:
+            delete_object(cluster, ours[key(obj)], check)
+            change.fields = ["(replaced: spec is immutable)"] + change.fields
+        if not check:
+            apply_object(cluster, obj, False, current=None if replace else ours.get(key(obj)), current_known=True,
+                         field_manager=FIELD_MANAGER)
+        changes.append(change)
+    wanted = set(key(obj) for obj in rendered["objects"])
+    if module.params["prune"]:
+        # Claims first, their DeviceClass last.
+        stale = sorted((k for k in ours if k not in wanted), key=lambda k: (KINDS.index(k[0]) * -1, k[1] or "", k[2]))
+        changes.extend(delete_object(cluster, ours[k], check) for k in stale)
+    report = match_templates(templates, cluster.list(api_version, "ResourceSlice"))
+    warnings = list(rendered["warnings"])
+    for template in templates:
+        entry = report[template.name]
+        entry["device_class"] = template.class_name
+        entry["claims"] = ["%s/%s" % (ns, template.name) for ns in template.namespaces]
+        if not entry["nodes"]:
+            warnings.append("claim template '%s': no node's devices satisfy it (%s); pods that use it stay Pending "
+                            "until such a node joins a DRA pool" % (template.name, template.expression()))
+        elif not entry["exact"]:
+            warnings.append("claim template '%s': its cel condition is not evaluated by this report; the %d node(s) "
+                            "listed satisfy the rest" % (template.name, len(entry["nodes"])))
+    for warning in warnings:
+        module.warn(warning)
+    changed = [c for c in changes if isinstance(c, Change) and c.changed]
+    result = {"changed": bool(changed), "templates": report, "api_version": api_version, "warnings_list": warnings,
+              "changes": [c.as_dict() for c in changed]}
+    if module._diff:
+        names = ["%s %s%s" % (c.kind, c.namespace + "/" if c.namespace else "", c.name) for c in changed]
+        result["diff"] = {"before": [{n: c.before} for n, c in zip(names, changed)],
+                          "after": [{n: c.after} for n, c in zip(names, changed)]}
+    return result
+
+
+def main():
+    module = KubegpuModule(
+        argument_spec={
+            "claim_templates": {"type": "list", "elements": "dict", "default": []},
+            "prune": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    module.run(run)
+
+
+if __name__ == "__main__":
+    main()

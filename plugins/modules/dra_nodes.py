@@ -1,0 +1,133 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: dra_nodes
+short_description: Hand the GPUs of the DRA pools' nodes from the device plugin to the NVIDIA DRA driver
+version_added: 0.1.0
+description:
+  - Resolves the pools with C(sharing.strategy dra) to their nodes and refuses a node that a device-plugin pool
+    (none, mig, time-slicing, mps) also takes, or that still carries C(nvidia.com/dra-kubelet-plugin=true) while a
+    device-plugin pool takes it. Nothing is written then.
+  - Labels each DRA node C(nvidia.com/dra-kubelet-plugin=true) (the DRA driver's kubelet plugin runs there) and
+    C(nvidia.com/gpu.deploy.device-plugin=false), which turns the GPU Operator's device plugin off on that node
+    only (the operator adds an operand's deploy label only where it is missing).
+  - A node that carries the plugin label but is in no DRA pool any more loses it, and loses the device plugin's
+    C(false) so that the GPU Operator deploys the device plugin there again.
+  - Waits until every DRA node publishes a ResourceSlice of C(gpu.nvidia.com), and reports its devices.
+  - Only labels that differ are patched, so a second run writes nothing. Check mode returns the plan.
+author:
+  - kubegpu.platform contributors (@kubegpu)
+options:
+  pools:
+    description: The node pools (C(kubegpu_node_pools), see the gpu_node_pools module).
+    type: list
+    elements: dict
+    default: []
+  wait:
+    description: Wait until each DRA node publishes a ResourceSlice (needs the DRA driver installed).
+    type: bool
+    default: true
+  timeout:
+    description: Seconds to wait for the ResourceSlices.
+    type: int
+    default: 600
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+attributes:
+  check_mode:
+    support: full
+    description: Returns the label plan and writes nothing.
+  diff_mode:
+    support: full
+    description: Shows each node's labels before and after.
+requirements:
+  - kubernetes >= 24.2.0
+  - kubernetes.core collection
+"""
+
+EXAMPLES = r"""
+- name: Give the DRA pools' GPUs to the DRA driver
+  kubegpu.platform.dra_nodes:
+    pools:
+      - name: dra-h200
+        selector: {matchLabels: {nvidia.com/gpu.product: NVIDIA-H200}}
+        sharing: {strategy: dra}
+"""
+
+RETURN = r"""
+dra_pools:
+  description: Per DRA pool, the names of its nodes.
+  returned: always
+  type: dict
+node_labels:
+  description: Per node whose labels change, each label and its new value (null when removed).
+  returned: always
+  type: dict
+devices:
+  description: Per DRA node, the number of devices its ResourceSlices publish.
+  returned: when wait is true, outside check mode
+  type: dict
+changes:
+  description: Each node patched (or that would be), with the labels before and after.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import patch_labels
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import wait_for_slices
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import GROUP, best_version
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import dra_pool_nodes, plan_node_labels
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
+
+
+def run(module):
+    cluster = module.cluster
+    nodes = cluster.list("v1", "Node")
+    try:
+        dra_pools = dra_pool_nodes(module.params["pools"], nodes)
+    except PoolError as e:
+        module.fail_json(msg=str(e), changed=False)
+    plan = plan_node_labels(dra_pools, nodes)
+    labels = dict((n["metadata"]["name"], n["metadata"].get("labels") or {}) for n in nodes)
+    changes = [patch_labels(cluster, "v1", "Node", name, wanted, module.check_mode, labels[name])
+               for name, wanted in sorted(plan.items())]
+    result = {"changed": any(c.changed for c in changes), "dra_pools": dra_pools, "node_labels": plan,
+              "changes": [c.as_dict() for c in changes if c.changed]}
+    if module._diff:
+        result["diff"] = {"before": [{"Node %s" % c.name: c.before} for c in changes if c.changed],
+                          "after": [{"Node %s" % c.name: c.after} for c in changes if c.changed]}
+    dra_nodes = sorted(set(n for pool in dra_pools.values() for n in pool))
+    if module.params["wait"] and not module.check_mode and dra_nodes:
+        api_version = best_version(cluster.served_versions(GROUP))
+        if api_version is None:
+            module.fail_json(msg="the API server serves no %s version: run dra_platform first" % GROUP, **result)
+        try:
+            result["devices"] = wait_for_slices(cluster, api_version, dra_nodes, module.params["timeout"])
+        except WaitTimeout as e:
+            module.fail_json(msg=str(e), **result)
+    return result
+
+
+def main():
+    module = KubegpuModule(
+        argument_spec={
+            "pools": {"type": "list", "elements": "dict", "default": []},
+            "wait": {"type": "bool", "default": True},
+            "timeout": {"type": "int", "default": 600},
+        },
+        supports_check_mode=True,
+    )
+    module.run(run)
+
+
+if __name__ == "__main__":
+    main()

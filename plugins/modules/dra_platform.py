@@ -1,0 +1,227 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: dra_platform
+short_description: Check that a cluster can serve Dynamic Resource Allocation, enable it on OpenShift when told, and plan the NVIDIA DRA driver
+version_added: 0.1.0
+description:
+  - Reads the platform (the C(resource.k8s.io) versions the API server serves, C(/version), and on OpenShift the
+    ClusterVersion, FeatureGate and Scheduler) and decides whether DRA can be used. Kubernetes 1.34 or later and
+    OpenShift 4.21 or later are ready; Kubernetes 1.32/1.33 are refused with what the control plane needs.
+  - On OpenShift 4.19/4.20 DRA is a Technology Preview behind C(featureSet TechPreviewNoUpgrade), which can never be
+    undone and blocks every upgrade. The module sets it only with O(acknowledge_tech_preview_no_upgrade=true), then
+    waits until the API servers serve C(resource.k8s.io); without it the run is refused and nothing is written.
+  - Checks everything else the DRA stage will write before writing anything, so that a refusal leaves the cluster as
+    it was; the DRA pools (C(sharing.strategy dra)) must not share a node with a device-plugin pool, the claim
+    templates must parse, the driver settings must be valid, and each claim template's DeviceClass is validated by
+    the API server with a server-side dry run (a C(cel) condition that does not compile is reported here).
+  - Returns the NVIDIA DRA driver's Helm release and chart values (GPU allocation acknowledged, C(nvidiaDriverRoot)
+    from who installs the NVIDIA driver, the kubelet plugin on the DRA pools' nodes only, the feature gates the
+    claim templates need) for the C(dra) role to install with C(kubernetes.core.helm).
+author:
+  - kubegpu.platform contributors (@kubegpu)
+options:
+  pools:
+    description:
+      - The node pools (C(kubegpu_node_pools), see the gpu_node_pools module). Only pools with C(sharing.strategy dra)
+        are the DRA stage's; the others are read to refuse a node in both kinds.
+    type: list
+    elements: dict
+    default: []
+  claim_templates:
+    description: The claim templates (C(kubegpu_dra.claim_templates), see the dra_claim_templates module).
+    type: list
+    elements: dict
+    default: []
+  driver:
+    description:
+      - The NVIDIA DRA driver settings C(kubegpu_dra.driver) with C(chart_version) (default C(0.4.1)),
+        C(driver_owner) (C(gpu-operator) or C(host); default read from the DRA nodes' C(nvidia.com/gpu.deploy.driver)
+        label, else C(gpu-operator)), C(compute_domains), C(log_verbosity) and C(feature_gates).
+    type: dict
+    default: {}
+  acknowledge_tech_preview_no_upgrade:
+    description:
+      - On OpenShift 4.19/4.20 with the default feature set, set FeatureGate C(cluster) C(spec.featureSet) to
+        C(TechPreviewNoUpgrade). This cannot be undone and blocks every upgrade of the cluster.
+    type: bool
+    default: false
+  wait:
+    description: After enabling the Technology Preview, wait until the API servers serve C(resource.k8s.io).
+    type: bool
+    default: true
+  timeout:
+    description: Seconds to wait for C(resource.k8s.io) to be served.
+    type: int
+    default: 1800
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+attributes:
+  check_mode:
+    support: full
+    description: Returns the plan (and runs the dry runs, which store nothing) and writes nothing.
+  diff_mode:
+    support: full
+    description: Shows the FeatureGate and Scheduler changes.
+requirements:
+  - kubernetes >= 24.2.0
+  - kubernetes.core collection
+"""
+
+EXAMPLES = r"""
+- name: Check the platform and plan the DRA driver
+  kubegpu.platform.dra_platform:
+    pools: "{{ kubegpu_node_pools }}"
+    claim_templates: "{{ kubegpu_dra.claim_templates }}"
+    driver: {driver_owner: gpu-operator}
+  register: dra
+
+- name: Enable the DRA Technology Preview on OpenShift 4.20 (irreversible)
+  kubegpu.platform.dra_platform:
+    acknowledge_tech_preview_no_upgrade: true
+"""
+
+RETURN = r"""
+platform:
+  description: The platform plan; C(platform), C(version), C(api_version) (the resource.k8s.io version written),
+    C(ready), C(writes), C(wait_for), C(warnings).
+  returned: always
+  type: dict
+api_version:
+  description: The C(resource.k8s.io) version to write (C(resource.k8s.io/v1) and so on); null while none is served.
+  returned: always
+  type: str
+dra_pools:
+  description: Per DRA pool, the names of its nodes.
+  returned: always
+  type: dict
+driver:
+  description: The driver's Helm C(release) (name, namespace, chart, repository, chart_version, name_override),
+    chart C(values), C(warnings) and C(requirements) (what the control plane must have).
+  returned: always
+  type: dict
+warnings_list:
+  description: Every warning of the plan, also emitted as Ansible warnings.
+  returned: always
+  type: list
+  elements: str
+requirements:
+  description: On a refusal, what someone must change outside the collection.
+  returned: on failure
+  type: list
+  elements: str
+changes:
+  description: Each object written (or that would be), with the fields that differ, before and after.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import apply_object, dry_run_apply
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts, wait_until_served
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
+    TEMPLATE_LABEL,
+    device_class,
+    needed_gates,
+    parse_claim_templates,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import (
+    GPU_OPERATOR,
+    driver_owner_from_nodes,
+    driver_values,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import plan_platform
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import dra_pool_nodes
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
+
+FIELD_MANAGER = "kubegpu.platform/dra"
+
+
+def validate_device_classes(cluster, templates, api_version):
+    """Dry-run each template's DeviceClass: the API server compiles the CEL; raise DraError naming the template."""
+    for template in templates:
+        obj = device_class(template, api_version)
+        try:
+            dry_run_apply(cluster, obj, FIELD_MANAGER)
+        except ClusterError as e:
+            raise DraError("claim template '%s': the API server refused its DeviceClass %s, so nothing was written: "
+                           "%s (check the template's cel)" % (obj["metadata"]["labels"][TEMPLATE_LABEL],
+                                                             obj["metadata"]["name"], e))
+
+
+def plan_driver(module, nodes, dra_pools, templates, kubernetes_version):
+    settings = dict(module.params["driver"] or {})
+    warnings = []
+    if not settings.get("driver_owner"):
+        names = set(n for pool in dra_pools.values() for n in pool)
+        owner = driver_owner_from_nodes([n for n in nodes if n["metadata"]["name"] in names])
+        if owner is None:
+            owner = GPU_OPERATOR
+            if names:
+                warnings.append("no DRA node says who installs the NVIDIA driver (nvidia.com/gpu.deploy.driver); "
+                                "assuming the GPU Operator (set kubegpu_dra.driver.driver_owner: host otherwise)")
+        settings["driver_owner"] = owner
+    driver = driver_values(settings, kubernetes_version, needed_gates(templates))
+    driver["warnings"] = warnings + driver["warnings"]
+    return driver
+
+
+def run(module):
+    cluster, check = module.cluster, module.check_mode
+    try:
+        templates = parse_claim_templates(module.params["claim_templates"])
+        nodes = cluster.list("v1", "Node")
+        dra_pools = dra_pool_nodes(module.params["pools"], nodes)
+        facts = platform_facts(cluster)
+        plan = plan_platform(facts, module.params["acknowledge_tech_preview_no_upgrade"])
+        driver = plan_driver(module, nodes, dra_pools, templates, facts["kubernetes_version"])
+        if plan["api_version"]:
+            validate_device_classes(cluster, templates, plan["api_version"])
+    except (DraError, PoolError) as e:
+        module.fail_json(msg=str(e), requirements=list(getattr(e, "requirements", None) or []), changed=False)
+    changes = [apply_object(cluster, obj, check, field_manager=FIELD_MANAGER) for obj in plan["writes"]]
+    api_version = plan["api_version"]
+    if any(c.changed for c in changes) and not check and module.params["wait"]:
+        try:
+            api_version = "resource.k8s.io/" + wait_until_served(cluster, module.params["timeout"])[0]
+        except WaitTimeout as e:
+            module.fail_json(msg=str(e), changes=[c.as_dict() for c in changes if c.changed], changed=True)
+    warnings = plan["warnings"] + driver["warnings"]
+    for warning in warnings:
+        module.warn(warning)
+    result = {"changed": any(c.changed for c in changes), "platform": plan, "api_version": api_version,
+              "dra_pools": dra_pools, "driver": driver, "warnings_list": warnings,
+              "changes": [c.as_dict() for c in changes if c.changed]}
+    if module._diff:
+        result["diff"] = {"before": [{"%s %s" % (c.kind, c.name): c.before} for c in changes if c.changed],
+                          "after": [{"%s %s" % (c.kind, c.name): c.after} for c in changes if c.changed]}
+    return result
+
+
+def main():
+    module = KubegpuModule(
+        argument_spec={
+            "pools": {"type": "list", "elements": "dict", "default": []},
+            "claim_templates": {"type": "list", "elements": "dict", "default": []},
+            "driver": {"type": "dict", "default": {}},
+            "acknowledge_tech_preview_no_upgrade": {"type": "bool", "default": False},
+            "wait": {"type": "bool", "default": True},
+            "timeout": {"type": "int", "default": 1800},
+        },
+        supports_check_mode=True,
+    )
+    module.run(run)
+
+
+if __name__ == "__main__":
+    main()
