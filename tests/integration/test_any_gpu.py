@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import wait_for
-from test_simulators import _approve, _csv_phase, _install, _plans
-
 V1A1 = "operators.coreos.com/v1alpha1"
+GPU = "gpu-operator-certified"
+OPERATOR_NS = "nvidia-gpu-operator"
 POOLS = [
     {"name": "embed-a40", "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-A40"}},
      "max_unavailable": "100%", "sharing": {"strategy": "time-slicing", "time_slicing": {"replicas": 4}}},
@@ -31,24 +31,38 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def operator(devcluster_session):
-    """The any-gpu fleet with the GPU Operator installed through OLM and its ClusterPolicy ready."""
+    """The any-gpu fleet with the GPU Operator installed as test_cluster_policy installs it, and a ready ClusterPolicy.
+
+    This file runs first in a session: what it adds for itself (the ClusterPolicy, the module's ConfigMaps) goes
+    again at the end and the default fleet comes back, so later files find the cluster as they expect it.
+    """
     dc = devcluster_session
     dc.fleet("any-gpu")
     csvs = dc.admin.resources.get(api_version=V1A1, kind="ClusterServiceVersion").get().items
-    if not any(c.metadata.name.startswith("gpu-operator-certified") and (c.status or {}).get("phase") == "Succeeded"
-               for c in csvs):
-        ns = _install(dc, "v26.7")
-        _approve(dc, ns, wait_for(lambda: _plans(dc, ns), what="InstallPlan")[0])
-        wait_for(lambda: _csv_phase(dc, ns, "gpu-operator-certified.v26.7.0") == "Succeeded", what="CSV")
+    if not any(c.metadata.name.startswith(GPU) and (c.status or {}).get("phase") == "Succeeded" for c in csvs):
+        result = dc.module("olm_operator", {"package": GPU, "namespace": OPERATOR_NS, "channel": "v26.3",
+                                            "timeout": 120})
+        assert not result.get("failed"), result.get("msg")
     policies = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
-    if not policies.get().items:
+    created = not policies.get().items
+    if created:
         policies.create(body={"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
                               "metadata": {"name": "gpu-cluster-policy"},
                               "spec": {"operator": {}, "daemonsets": {}, "driver": {}, "toolkit": {},
                                        "devicePlugin": {}, "dcgm": {}, "dcgmExporter": {}, "gfd": {},
                                        "nodeStatusExporter": {}, "mig": {"strategy": "single"}}})
     wait_for(lambda: (policies.get().items[0].status or {}).get("state") == "ready", what="ClusterPolicy ready")
-    return dc
+    namespace = policies.get().items[0].status["namespace"]
+    configmaps = dc.admin.resources.get(api_version="v1", kind="ConfigMap")
+    existing = set(cm.metadata.name for cm in configmaps.get(namespace=namespace).items)
+    yield dc
+    for name in ("kubegpu-mig-parted-config", "kubegpu-device-plugin-config"):
+        if name not in existing and configmaps.get(namespace=namespace, field_selector="metadata.name=" + name).items:
+            configmaps.delete(name=name, namespace=namespace)
+    if created:
+        policies.delete(name="gpu-cluster-policy")
+        wait_for(lambda: not policies.get().items, what="ClusterPolicy deleted")
+    dc.fleet("default")
 
 
 def _allocatable(dc):
