@@ -128,12 +128,30 @@ def _server_message(body_text):
     return ": {0}".format(message[:200]) if isinstance(message, str) and message else ""
 
 
+# Messages of a 500 that a later try may not meet (storage or network trouble behind the API server). Any other
+# 500 the API server words itself is an answer, not a fault: it refuses a server-side apply of a field the
+# schema lacks with 500, and would refuse it every time.
+TRANSIENT_500 = ("etcdserver", "timeout", "timed out", "deadline exceeded", "try again", "unavailable",
+                 "connection refused", "connection reset", "leader changed", "too many requests")
+
+
+def _transient_500(headers, body_text):
+    if _header(headers, "Retry-After") is not None:
+        return True
+    try:
+        status = json.loads(body_text)
+    except ValueError:
+        return True     # not the API server's own Status: a proxy or load balancer in between failed
+    message = str(status.get("message", "") if isinstance(status, dict) else "").lower()
+    return any(marker in message for marker in TRANSIENT_500)
+
+
 def _status_fault(status, reason, headers, body_text):
     if status == 429:
         return Fault(THROTTLED, False, "HTTP 429 {0}{1}".format(reason or "Too Many Requests",
                                                                 _server_message(body_text)),
                      parse_retry_after(_header(headers, "Retry-After")))
-    if status in (500, 502, 503, 504):
+    if status in (502, 503, 504) or (status == 500 and _transient_500(headers, body_text)):
         # The server may have stored the change before failing (etcd timeouts answer 500 or 504).
         return Fault(SERVER, True, "HTTP {0} {1}{2}".format(status, reason or "", _server_message(body_text)),
                      parse_retry_after(_header(headers, "Retry-After")))

@@ -67,6 +67,10 @@ REFUSED = u3.NewConnectionError(None, "Failed to establish a new connection: [Er
     (ApiError(429, "Too Many Requests", {"Retry-After": "1"}), "429", False),
     (StatusFault(429, "Too Many Requests", {"retry-after": "2"}), "429", False),
     (ApiError(500, "Internal Server Error"), "5xx", True),
+    (ApiError(500, "Internal Server Error", body=b'{"kind":"Status","message":"etcdserver: request timed out"}'),
+     "5xx", True),
+    (ApiError(500, "Internal Server Error", {"Retry-After": "2"}, b'{"kind":"Status","message":"boom"}'), "5xx", True),
+    (ApiError(500, "Internal Server Error", body=b"<html>502 upstream failed</html>"), "5xx", True),
     (ApiError(503, "Service Unavailable"), "5xx", True),
     (ApiError(504, "Gateway Timeout"), "5xx", True),
     (ApiError(409, "Conflict", body=b'{"reason":"Conflict","message":"the object has been modified"}'),
@@ -90,6 +94,10 @@ def test_transient_faults_are_classified(exc, kind, maybe_applied):
 
 @pytest.mark.parametrize("exc", [
     ApiError(400), ApiError(401), ApiError(403), ApiError(404), ApiError(422),
+    # What the API server answers to a server-side apply of a field its schema lacks: the same every time.
+    ApiError(500, "Internal Server Error", body=b'{"kind":"Status","message":"failed to create typed patch object '
+                                                b'(/p; nvidia.com/v1, Kind=ClusterPolicy): .spec.driver.x: field not '
+                                                b'declared in schema","code":500}'),
     ApiError(409, "Conflict", body=b'{"reason":"AlreadyExists","message":"configmaps \\"x\\" already exists"}'),
     ApiError(0, "SSLError\n[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"),
     u3.SSLError("certificate verify failed: hostname mismatch"),
