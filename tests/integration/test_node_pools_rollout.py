@@ -239,8 +239,45 @@ def _start(dc, pools, **extra):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
+def _children():
+    """{parent pid: [child pids]} of every process now."""
+    tree = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
 def _kill(proc):
+    """Kill ansible-playbook's process group and everything under it, as when the machine running it dies.
+
+    Ansible's workers call setsid (a session of their own), so a signal to the playbook's process group alone
+    leaves the worker and the module running on: stop the whole tree first, then kill it.
+    """
+    os.killpg(proc.pid, signal.SIGSTOP)
+    stopped = {proc.pid}
+    while True:
+        tree = _children()
+        found = [child for pid in stopped for child in tree.get(pid, ()) if child not in stopped]
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+            stopped.add(pid)
     os.killpg(proc.pid, signal.SIGKILL)
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     proc.wait(timeout=30)
 
 
