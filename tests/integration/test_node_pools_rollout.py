@@ -103,7 +103,14 @@ def test_check_mode_plans_in_one_call_under_3_seconds(operator):
 
 def test_converge_then_second_run_changes_nothing(operator):
     dc = operator
-    _converge(dc)
+    _converge(dc, SINGLE)
+    mark = dc.audit.mark()
+    t0 = time.monotonic()
+    out = _converge(dc)
+    writes = dc.audit.writes(mark)
+    print(f"\nconverge single -> demo pools: {time.monotonic() - t0:.1f} s, {len(_results(out))} module calls, "
+          f"{len(dc.audit.events(mark))} requests, {len(writes)} writes ({len(_restarts(writes))} restart)")
+    assert len(_restarts(writes)) == 1
     mark = dc.audit.mark()
     out, stats, dummy = _play(dc, POOLS)
     assert stats["failures"] == 0 and stats["changed"] == 0, _failure(out)
@@ -140,6 +147,8 @@ def test_replicas_change_restarts_the_device_plugin_exactly_once(operator):
     dc = operator
     _converge(dc)
     more = [POOLS[0], dict(POOLS[1], sharing={"strategy": "time-slicing", "time_slicing": {"replicas": 8}}), POOLS[2]]
+    # the restart takes a while to reach the pods: nodes relabelled meanwhile must still get the new config
+    dc.knobs({"device-plugin.restart_seconds": "3"})
     mark = dc.audit.mark()
     _converge(dc, more)
     restarts = _restarts(dc.audit.writes(mark))
@@ -230,8 +239,45 @@ def _start(dc, pools, **extra):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
+def _children():
+    """{parent pid: [child pids]} of every process now."""
+    tree = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
 def _kill(proc):
+    """Kill ansible-playbook's process group and everything under it, as when the machine running it dies.
+
+    Ansible's workers call setsid (a session of their own), so a signal to the playbook's process group alone
+    leaves the worker and the module running on: stop the whole tree first, then kill it.
+    """
+    os.killpg(proc.pid, signal.SIGSTOP)
+    stopped = {proc.pid}
+    while True:
+        tree = _children()
+        found = [child for pid in stopped for child in tree.get(pid, ()) if child not in stopped]
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+            stopped.add(pid)
     os.killpg(proc.pid, signal.SIGKILL)
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     proc.wait(timeout=30)
 
 
@@ -292,8 +338,13 @@ def test_run_killed_midway_is_converged_by_the_next(operator, point):
     if point == "between-mig-and-device-plugin":
         # mig-manager finishes with nobody watching: mixed geometry read with the single strategy
         dc.clear_knobs()
+        wait_for(lambda: (_node(dc, "gpu-h100-000").metadata.labels or {}).get("nvidia.com/mig.config.state") ==
+                 "success", timeout=30, what="mig-manager's success")
+        labels = _labels(dc, "gpu-h100-000")
+        assert labels["nvidia.com/device-plugin.config"] != key, "the killed run got past its MIG step"
         wait_for(lambda: (_node(dc, "gpu-h100-000").metadata.labels or {}).get(
-            "nvidia.com/gpu.product", "").endswith("-MIG-INVALID"), timeout=30, what="GFD's MIG-INVALID labels")
+            "nvidia.com/gpu.product", "").endswith("-MIG-INVALID"), timeout=30,
+            what=f"GFD's MIG-INVALID labels (labels: {labels})")
         assert _labels(dc, "gpu-h100-000")["nvidia.com/gpu.count"] == "0"
     dc.clear_knobs()
     out, stats, dummy = _play(dc, POOLS, **extra)

@@ -457,6 +457,10 @@ def _node_change(labels, node, after):
     uncordon = DRAINED_ANNOTATION in node.annotations
     if uncordon:
         resume.append("cordoned by an earlier run's drain")
+    lagging = _lagging(node, after) if not labels and POOL_LABEL in node.labels else None
+    if lagging:
+        # Labels in place, the device plugin not there yet (a run stopped after its device plugin step): wait.
+        resume.append("allocatable " + lagging)
     if not labels and not resume:
         return None
     mig_step = dict((key, value) for key, value in labels.items() if key in (MIG_CONFIG_LABEL, POOL_LABEL)) \
@@ -479,6 +483,16 @@ def _node_change(labels, node, after):
         "uncordon": uncordon,
         "resume": "; ".join(resume) or None,
     }
+
+
+def _lagging(node, after):
+    """Describe the resources whose allocatable differs from the plan, None when all match or none is predicted."""
+    if not after:
+        return None
+    have = node.allocatable_before
+    differ = ["%s %d of %d" % (name, have.get(name, 0), want) for name, want in sorted(after.items())
+              if have.get(name, 0) != want]
+    return ", ".join(differ) or None
 
 
 def _refuse_failed_again(pool_name, node, desired):

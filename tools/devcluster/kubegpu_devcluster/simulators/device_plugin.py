@@ -51,6 +51,9 @@ Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
                              plugin's re-registration plus kubelet's status update (default 0.5)
   device-plugin.fail_nodes   comma-separated node names where the plugin crash-loops: every GPU resource 0
                              (e.g. k8s-device-plugin#364), labels left as they are
+  device-plugin.restart_seconds  time a restart (a new pod template) takes to reach the pods: until then they
+                             keep the ConfigMap content they read before, as during a real DaemonSet rollout
+                             (default 0)
 """
 from __future__ import annotations
 
@@ -215,6 +218,7 @@ class DevicePluginSimulator(Simulator):
         self._ctx = None         # what the running pods see; None: not computed yet
         self._active = {}        # node name -> {"uid", "sig", "key", "conf"}: the config each node's plugin runs
         self._due = {}           # node name -> (change, monotonic time at which it shows)
+        self._restart_sig, self._restart_due = None, 0.0   # a pod template change on its way to the pods
 
     # -- the DaemonSet and the config its pods read when they start
     def _context(self, refresh: bool = False) -> dict:
@@ -230,6 +234,15 @@ class DevicePluginSimulator(Simulator):
         old = self._ctx or {}
         if old.get("sig") == sig and not old.get("waiting"):
             return old   # the pods have not restarted: what they read stays, whatever the ConfigMap says now
+        delay = self.knobs.seconds("restart_seconds", 0.0)
+        if old.get("running") and delay > 0:
+            due = self._restart_due if self._restart_sig == sig else None
+            if due is None:
+                self._restart_sig, self._restart_due = sig, time.monotonic() + delay
+                due = self._restart_due
+            if time.monotonic() < due:   # the rollout has not reached the pods yet: the old ones run on
+                self.requeue("DaemonSet", ds["metadata"]["namespace"], DEVICE_PLUGIN_DS, after=due - time.monotonic())
+                return old
         env = pod_env(ds)
         cm_name = pod_configmap(ds, "config")
         configs, waiting = None, False

@@ -34,12 +34,16 @@ def member(name, pool_name="p", **kwargs):
 
 
 def labelled(nodes, plan):
-    """Return copies of nodes with the plan's label changes applied, as the access layer would."""
+    """Return copies of nodes with the plan's label changes applied, as the access layer would, and the
+    allocatable the plan predicts, as the device plugin would."""
     result = copy.deepcopy(nodes)
     changes = {}
     for entry in plan["pools"] + [plan["released"]]:
         changes.update(entry["node_changes"])
     for item in result:
+        after = changes.get(item["metadata"]["name"], {}).get("allocatable_after")
+        if after:
+            item["status"]["allocatable"] = dict((name, str(value)) for name, value in after.items())
         for key, value in changes.get(item["metadata"]["name"], {}).get("labels", {}).items():
             if value is None:
                 item["metadata"]["labels"].pop(key, None)
@@ -138,10 +142,18 @@ def test_labels_per_strategy(sharing, the_node, labels, before):
 
 
 def test_node_already_at_its_labels_is_left_alone():
-    done = member("n", labels={POOL: "p", DP: TS_P})
+    done = member("n", labels={POOL: "p", DP: TS_P}, allocatable={"nvidia.com/gpu": "32"})
     plan = plan_pools([raw_pool(sharing=TS)], [done])
     assert plan["pools"][0]["node_changes"] == {}
     assert plan["pools"][0]["batches"] == []
+
+
+def test_node_at_its_labels_whose_device_plugin_lags_is_waited_for_without_a_write():
+    # a run stopped after its device plugin step: labels in place, allocatable not yet
+    lagging = member("n", labels={POOL: "p", DP: TS_P}, allocatable={"nvidia.com/gpu": "8"})
+    change = plan_pools([raw_pool(sharing=TS)], [lagging])["pools"][0]["node_changes"]["n"]
+    assert change["labels"] == {} and change["mig_step"] == {} and change["device_plugin_step"] == {}
+    assert change["resume"] == "allocatable nvidia.com/gpu 8 of 32"
 
 
 @pytest.mark.parametrize("sharing, mig_config, device_plugin_config, mig_strategy, labels", [
@@ -328,8 +340,8 @@ def test_pool_without_nodes_is_a_warning():
     (2, 4, ["n0", "n1", "n2", "n3"], 2, []),
 ])
 def test_batches(max_unavailable, count, done, batch_size, batches):
-    nodes = [member("n%d" % index, labels={POOL: "p", DP: TS_P} if "n%d" % index in done else {})
-             for index in range(count)]
+    nodes = [member("n%d" % index, labels={POOL: "p", DP: TS_P}, allocatable={"nvidia.com/gpu": "32"})
+             if "n%d" % index in done else member("n%d" % index) for index in range(count)]
     extra = {} if max_unavailable is None else {"max_unavailable": max_unavailable}
     entry = plan_pools([raw_pool(sharing=TS, **extra)], list(reversed(nodes)))["pools"][0]
     assert entry["batch_size"] == batch_size

@@ -18,7 +18,8 @@ STATE = "nvidia.com/mig.config.state"
 COUNT = "kubegpu.io/gpu-count"
 DRAINED = "kubegpu.io/drained-for-mig-change"
 MIXED = {"strategy": "mig", "mig": {"layout": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}}
-SINGLE = {"strategy": "mig", "mig": {"layout": "all-1g.10gb"}}
+MIXED_ALLOCATABLE = {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "16", "nvidia.com/mig-2g.20gb": "8",
+                     "nvidia.com/mig-3g.40gb": "8"}
 
 
 def first(**kwargs):
@@ -89,6 +90,7 @@ def test_node_left_cordoned_by_our_drain_is_uncordoned():
     the_node["metadata"]["labels"].update({MIG: entry["mig_config"], POOL: "p", DP: entry["device_plugin_config"],
                                            STATE: "success"})
     the_node["metadata"]["annotations"] = {DRAINED: "true", COUNT: "8"}
+    the_node["status"]["allocatable"] = MIXED_ALLOCATABLE
     again = plan_pools([raw_pool(sharing=MIXED)], [the_node], plan["mig_parted_config"], plan["device_plugin_data"])
     change = again["pools"][0]["node_changes"]["h1"]
     assert change["uncordon"] is True and change["labels"] == {} and change["wait_mig"] is False
@@ -101,6 +103,7 @@ def test_finished_node_is_not_touched_again():
     the_node["metadata"]["labels"].update({MIG: entry["mig_config"], POOL: "p", DP: entry["device_plugin_config"],
                                            STATE: "success"})
     the_node["metadata"]["annotations"] = {COUNT: "8"}
+    the_node["status"]["allocatable"] = MIXED_ALLOCATABLE
     again = plan_pools([raw_pool(sharing=MIXED)], [the_node], plan["mig_parted_config"], plan["device_plugin_data"])
     assert again["pools"][0]["node_changes"] == {} and again["steps"] == []
 
