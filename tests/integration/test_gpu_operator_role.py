@@ -81,7 +81,16 @@ def _reset(dc):
 
     def gone():
         return not [n for n in ns_api.get().items if n.metadata.name in OPERATOR_NAMESPACES]
-    wait_for(gone, timeout=60, what="operator namespaces to be deleted")
+
+    def why():
+        return {n.metadata.name: [f"{c.type}: {c.message}" for c in (n.status.conditions or []) if c.status == "True"]
+                for n in ns_api.get().items if n.metadata.name in OPERATOR_NAMESPACES}
+    try:
+        # The controller-manager's namespace controller (or its simulator) empties and finalizes them; on a busy
+        # machine that has taken over a minute.
+        wait_for(gone, timeout=180, what="operator namespaces to be deleted")
+    except pytest.fail.Exception as e:
+        raise AssertionError(f"{e}: {why()}") from None
 
 
 def _run(dc, helm_bin, *args):
