@@ -242,6 +242,16 @@ def test_second_run_changes_and_writes_nothing(cluster, helm_bin):
     assert dc.audit.writes(mark) == []
 
 
+def test_cluster_info_shows_dra_nodes_and_claim_templates(cluster):
+    dra = cluster.module("gpu_cluster_info")["dra"]
+    assert dra["nodes"] == {DRA_NODE: 8}
+    templates = {t["name"]: t for t in dra["claim_templates"]}
+    assert sorted(templates) == ["b200-only", "gpu-80g", "h200-pair", "shared-ts"]
+    assert templates["gpu-80g"] == {"name": "gpu-80g", "device_class": "kubegpu-gpu-80g",
+                                    "claims": ["ResourceClaimTemplate llm/gpu-80g"]}
+    assert templates["shared-ts"]["claims"] == ["ResourceClaim llm/shared-ts"]
+
+
 def test_diff_shows_a_changed_template_before_and_after(cluster):
     dc = cluster
     mark = dc.audit.mark()
