@@ -215,7 +215,7 @@ def test_install_converges(cluster, helm_bin):
     # The pool's nodes: the plugin's label, the device plugin off; ResourceSlices for exactly those nodes.
     labels = _labels(dc)
     assert labels[PLUGIN] == "true" and labels[DEPLOY] == "false"
-    assert _task(out, "Hand the DRA pools")["devices"] == {DRA_NODE: 8}
+    assert _task(out, "Wait until each DRA node publishes")["devices"] == {DRA_NODE: 8}
     assert _slices(dc) == [DRA_NODE]
     # The templates and what satisfies each.
     classes = dc.admin.resources.get(api_version=RESOURCE, kind="DeviceClass")
