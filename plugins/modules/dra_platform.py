@@ -155,8 +155,8 @@ def validate_device_classes(cluster, templates, api_version):
             dry_run_apply(cluster, obj, FIELD_MANAGER)
         except ClusterError as e:
             raise DraError("claim template '%s': the API server refused its DeviceClass %s, so nothing was written: "
-                           "%s (check the template's cel)" % (obj["metadata"]["labels"][TEMPLATE_LABEL],
-                                                             obj["metadata"]["name"], e))
+                           "%s (check the template's cel)"
+                           % (obj["metadata"]["labels"][TEMPLATE_LABEL], obj["metadata"]["name"], e))
 
 
 def plan_driver(module, nodes, dra_pools, templates, kubernetes_version):

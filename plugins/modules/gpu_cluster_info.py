@@ -72,7 +72,10 @@ gpu_operator:
   returned: always
   type: dict
 dra:
-  description: Versions of C(resource.k8s.io) served (preferred first), DeviceClass names and the ResourceSlice count.
+  description:
+    - Versions of C(resource.k8s.io) served (preferred first), DeviceClass names and the ResourceSlice count.
+    - C(nodes) the NVIDIA devices each node publishes, and C(claim_templates) those of M(kubegpu.platform.dra_claim_templates)
+      with C(name), C(device_class) and C(claims) (C(<kind> <namespace>/<name>)).
   returned: always
   type: dict
 serving:
@@ -82,6 +85,8 @@ serving:
 """
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import TEMPLATE_LABEL
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.summary import dra_summary
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_summary import (
     gpu_operator_status,
     summarize_gpu_nodes,
@@ -101,13 +106,19 @@ def platform_info(cluster):
 def dra_info(cluster):
     versions = cluster.served_versions("resource.k8s.io")
     if not versions:
-        return {"served_versions": [], "device_classes": [], "resource_slices": 0}
+        return {"served_versions": [], "device_classes": [], "resource_slices": 0, "nodes": {}, "claim_templates": []}
     api = "resource.k8s.io/" + versions[0]
-    return {
+    classes = cluster.list(api, "DeviceClass")
+    slices = cluster.list(api, "ResourceSlice")
+    ours = [dict(obj, kind=kind) for kind, items in (
+        ("DeviceClass", classes),
+        ("ResourceClaimTemplate", cluster.list(api, "ResourceClaimTemplate", label_selector=TEMPLATE_LABEL)),
+        ("ResourceClaim", cluster.list(api, "ResourceClaim", label_selector=TEMPLATE_LABEL))) for obj in items]
+    return dict({
         "served_versions": versions,
-        "device_classes": sorted(d["metadata"]["name"] for d in cluster.list(api, "DeviceClass")),
-        "resource_slices": len(cluster.list(api, "ResourceSlice")),
-    }
+        "device_classes": sorted(d["metadata"]["name"] for d in classes),
+        "resource_slices": len(slices),
+    }, **dra_summary(slices, ours))
 
 
 def serving_info(cluster):

@@ -230,8 +230,8 @@ def dry_run_apply(cluster, obj, field_manager=FIELD_MANAGER):
 def delete_object(cluster, obj, check_mode):
     """Delete an object we own and no longer want. Returns a Change with its fields before."""
     kind, name, namespace = _target(obj)
-    change = Change(kind, name, namespace, ["(deleted)"], before=dict((k, obj.get(k)) for k in ("metadata", "spec")
-                                                                     if k in obj), after=None)
+    before = dict((k, obj.get(k)) for k in ("metadata", "spec") if k in obj)
+    change = Change(kind, name, namespace, ["(deleted)"], before=before, after=None)
     if check_mode:
         return change
     try:

@@ -47,6 +47,12 @@ def cluster_report(info):
     lines.append("DRA:          {0}; {1} device classes; {2} resource slices".format(
         "resource.k8s.io " + "/".join(dra["served_versions"]) if dra["served_versions"] else "not served",
         len(dra["device_classes"]), dra["resource_slices"]))
+    if dra.get("nodes"):
+        lines.append("DRA nodes:    " + ", ".join(
+            "{0} ({1} devices)".format(node, count) for node, count in sorted(dra["nodes"].items())))
+    for template in dra.get("claim_templates") or []:
+        lines.append("Claim template {0}: DeviceClass {1}; {2}".format(
+            template["name"], template["device_class"] or "missing", ", ".join(template["claims"]) or "no claims"))
     lines.append("Serving:      KServe API {0}, controller {1}; Knative Serving API {2}; KEDA API {3}; "
                  "OpenShift AI API {4}".format(
                      _yes(serving["kserve"]["api"]), _yes(serving["kserve"]["controller"]),

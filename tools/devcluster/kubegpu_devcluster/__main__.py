@@ -83,7 +83,7 @@ def up(state: Path, fleet_file: Path) -> None:
         t2 = time.monotonic()
         # The components start while the fleet loads; `up` waits for both below.
         started = control_plane.start(state, cluster.kubeconfig_path(state, "sim-kwok"))
-        for name, (pid, _) in started.items():
+        for name, (pid, dummy) in started.items():
             cluster.add_process(state, name, pid)
         summary = populate(state, fleet_file, record["server"])
         t3 = time.monotonic()

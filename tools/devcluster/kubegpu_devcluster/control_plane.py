@@ -6,7 +6,7 @@ module as the API server), each with the user the built-in RBAC roles are writte
 (system:kube-controller-manager, system:kube-scheduler), leader election off (there is one of each). The
 controller-manager gives every controller its own service account (--use-service-account-credentials) and signs
 service-account tokens with the API server's key, so pods get real tokens and `default` service accounts.
-KWOK manages the fleet's nodes (FLEET_LABEL): leases, Ready, and the pods bound to them (kwok/stages.yaml).
+KWOK manages the fleet's nodes (FLEET_LABEL): leases, Ready, and the pods bound to them (kwok/stages/).
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from .fleet import FLEET_LABEL
 
 CONTROLLER_MANAGER = ("kube-controller-manager", "system:kube-controller-manager")
 SCHEDULER = ("kube-scheduler", "system:kube-scheduler")
-KWOK_STAGES = paths.DEVCLUSTER_ROOT / "kwok" / "stages.yaml"
+# One KWOK Stage per file (one YAML document each), in the order of their names.
+KWOK_STAGES = sorted((paths.DEVCLUSTER_ROOT / "kwok" / "stages").glob("*.yaml"))
 # A lease renewed every 30 s (a quarter of its duration) keeps 1,000 simulated nodes at ~33 writes/s; the
 # controller-manager's grace period is wide enough that a loaded machine does not mark nodes NotReady.
 LEASE_SECONDS = 120
@@ -88,7 +89,7 @@ def start(state: Path, kwok_kubeconfig: Path) -> dict:
     started["kube-scheduler"] = (pid, f"https://127.0.0.1:{port}/healthz")
     port = _free_port()
     pid = _start(state, "kwok", [
-        str(bins / "kwok"), f"--kubeconfig={kwok_kubeconfig}", f"--config={KWOK_STAGES}",
+        str(bins / "kwok"), f"--kubeconfig={kwok_kubeconfig}", "--config=" + ",".join(str(p) for p in KWOK_STAGES),
         f"--manage-nodes-with-label-selector={FLEET_LABEL}",
         f"--node-lease-duration-seconds={LEASE_SECONDS}",
         # Pod IPs come from one pool for all nodes; KWOK's default (a /24) runs out with a large fleet.
@@ -98,7 +99,7 @@ def start(state: Path, kwok_kubeconfig: Path) -> dict:
 
 
 def write_kubeconfigs(state: Path, server: str, kubeconfig) -> None:
-    for stem, _ in (CONTROLLER_MANAGER, SCHEDULER):
+    for stem, dummy in (CONTROLLER_MANAGER, SCHEDULER):
         path = state / f"kubeconfig-{stem}"
         path.write_text(yaml.safe_dump(kubeconfig(state, server, stem)))
         path.chmod(0o600)
@@ -179,4 +180,3 @@ def wait_default_service_account(dyn, timeout: float, namespace: str = "default"
             raise RuntimeError(f"no service account {namespace}/default after {timeout:.0f} s; "
                                "see kube-controller-manager.log")
         time.sleep(0.3)
-

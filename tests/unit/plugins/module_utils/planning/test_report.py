@@ -64,3 +64,13 @@ def test_pool_table_follows_the_model_table():
     header, dummy, row = lines[start + 1:start + 4]
     assert header.split() == ["Node", "pool", "Nodes", "GPU", "model", "Allocatable", "Sharing", "MIG", "state"]
     assert row.split() == ["llm-h100", "2", "NVIDIA-H100-80GB-HBM3", "nvidia.com/mig-1g.10gb=32", "mig=2", "success=2"]
+
+
+def test_dra_nodes_and_claim_templates():
+    dra = dict(INFO["dra"], nodes={"gpu-h200-000": 8}, claim_templates=[
+        {"name": "gpu-80g", "device_class": "kubegpu-gpu-80g", "claims": ["ResourceClaimTemplate llm/gpu-80g"]},
+        {"name": "orphan", "device_class": None, "claims": []}])
+    lines = cluster_report(dict(INFO, dra=dra))
+    assert lines[3] == "DRA nodes:    gpu-h200-000 (8 devices)"
+    assert lines[4] == "Claim template gpu-80g: DeviceClass kubegpu-gpu-80g; ResourceClaimTemplate llm/gpu-80g"
+    assert lines[5] == "Claim template orphan: DeviceClass missing; no claims"
