@@ -134,8 +134,6 @@ def test_converge_then_second_run_writes_nothing(operator):
     assert dc.audit.writes(mark) == []
 
 
-@pytest.mark.xfail(strict=True, reason="needs plugins/module_utils/planning/node_pools.py to read GPUs with "
-                   "gpu_models.model_for_labels instead of model_for_product (issue 9; node_pools is being rewritten)")
 def test_time_slicing_pool_of_a_gpu_the_catalog_does_not_know(operator):
     dc = operator
     pool = {"name": "ws-a6000", "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-RTX-A6000"}},

@@ -56,8 +56,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_p
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import (
     MODELS,
-    UnknownGpuError,
-    model_for_product,
+    model_for_labels,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import (
     ALL_DISABLED,
@@ -290,10 +289,9 @@ def _node_facts(pool, node, existing_configs, warnings):
             "predicted" % (pool.name, name, PRODUCT_LABEL)
         )
         return _NodeFacts(**facts)
-    try:
-        model = model_for_product(product)
-    except UnknownGpuError as err:
-        raise PoolError("pool '%s': node '%s': %s" % (pool.name, name, err)) from None
+    # A model the catalogue lacks is read from its GFD labels: it serves time-slicing, MPS and none;
+    # a MIG pool of it was refused when the pool selected its nodes (pool_selection.check_pool_nodes).
+    model = model_for_labels(labels)
     facts.update(model=model, mig_capable=model.mig_capable or facts["mig_capable"],
                  gpus=_physical_gpus(labels, model, existing_configs, annotations))
     if facts["gpus"] is None:

@@ -35,7 +35,7 @@ def one(**fields):
     ({}, ClaimTemplate("gpu", ("llm",))),
     ({"min_memory": " 40Gi"}, ClaimTemplate("gpu", ("llm",), min_memory="40Gi")),
     # products: a model key, a gpu.product label (with GFD's suffixes) or the NVML name, all the same model.
-    ({"products": "H200-141GB"}, ClaimTemplate("gpu", ("llm",), products=("NVIDIA H200",), models=("H200-141GB",))),
+    ({"products": "H200-141GB"}, ClaimTemplate("gpu", ("llm",), products=("NVIDIA H200", "NVIDIA H200 NVL"), models=("H200-141GB",))),
     ({"products": ["NVIDIA-H100-80GB-HBM3-SHARED", "NVIDIA H100 PCIe"]},
      ClaimTemplate("gpu", ("llm",), products=("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"), models=("H100-80GB",))),
     ({"products": ["Tesla-T4", "L4"]},
@@ -164,7 +164,7 @@ def _expression(**fields):
                                                               "'3g.40gb'"),
     ({"device": "mig", "mig_profile": "1g.18gb", "products": "NVIDIA-H200", "min_memory": "16Gi"},
      MIG_CLASS + " && device.attributes['gpu.nvidia.com'].profile == '1g.18gb' && device.attributes['gpu.nvidia.com']"
-                 ".productName in ['NVIDIA H200'] && device.capacity['gpu.nvidia.com'].memory.compareTo("
+                 ".productName in ['NVIDIA H200', 'NVIDIA H200 NVL'] && device.capacity['gpu.nvidia.com'].memory.compareTo("
                  "quantity('16Gi')) >= 0"),
 ])
 def test_render_selectors(fields, expression):
