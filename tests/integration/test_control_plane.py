@@ -159,7 +159,7 @@ def test_deleted_pod_goes_away(dc, namespace):
 @pytest.fixture
 def mig_pool(dc):
     """gpu-h100-000 split into 3g.40gb slices by the GPU Operator simulators (a Helm-style operator Deployment,
-    a ClusterPolicy with the mixed strategy), put back to whole GPUs afterwards."""
+    a ClusterPolicy with the mixed strategy); afterwards the fleet is reloaded as its file describes it."""
     suffix = uuid.uuid4().hex[:6]
     ns, policy = f"gpu-operator-{suffix}", f"cp-mig-{suffix}"
     policies = _api(dc, "ClusterPolicy", CP)
@@ -187,7 +187,13 @@ def mig_pool(dc):
         wait_for(lambda: _node(dc, MIG_NODE)["status"]["allocatable"].get("nvidia.com/gpu") == "8", timeout=SLOW,
                  what=f"{MIG_NODE}: 8 whole GPUs again")
         policies.delete(name=policy)
+        wait_for(lambda: not _api(dc, "DaemonSet", "apps/v1").get(
+            label_selector="app.kubernetes.io/managed-by=gpu-operator").items, timeout=SLOW,
+            what="operands garbage-collected with their ClusterPolicy")
         _api(dc, "Namespace").delete(name=ns)
+        # The device plugin leaves resources it no longer advertises at 0; later tests expect the fleet's nodes.
+        loaded, dc.fleet_file = dc.fleet_file, None
+        dc.fleet(str(loaded))
 
 
 def test_mig_deployment_lands_on_the_mig_node(dc, namespace, mig_pool):

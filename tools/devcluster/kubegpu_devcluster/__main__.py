@@ -67,6 +67,7 @@ def up(state: Path, fleet_file: Path) -> None:
         print(f"devcluster already running: KUBECONFIG={cluster.kubeconfig_path(state)}")
         return
     cluster.down(state)  # whatever a failed or crashed start left behind
+    control_plane.check_binaries()
     t0 = time.monotonic()
     seed = crds.seed_dir(paths.crds_dir())
     record = cluster.up(state, seed=seed if seed.exists() else None)

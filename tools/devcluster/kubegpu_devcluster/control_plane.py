@@ -61,14 +61,17 @@ def _component_args(state: Path, stem: str, port: int) -> list:
             "--leader-elect=false", "--profiling=false", "--v=1"]
 
 
+def check_binaries() -> None:
+    bins = paths.bin_dir()
+    missing = [str(bins / b) for b in BINARIES if not (bins / b).exists()]
+    if missing:
+        raise RuntimeError(f"{', '.join(missing)} missing: run tools/devcluster/build.sh (make binaries)")
+
+
 def start(state: Path, kwok_kubeconfig: Path) -> dict:
     """Start the three components; returns {name: (pid, health URL)}. Call wait_healthy before using them."""
-    bins = paths.bin_dir()
-    missing = [b for b in BINARIES if not (bins / b).exists()]
-    if missing:
-        raise RuntimeError(f"{', '.join(str(bins / b) for b in missing)} missing: run tools/devcluster/build.sh "
-                           "(make binaries)")
-    pki = state / "pki"
+    check_binaries()
+    bins, pki = paths.bin_dir(), state / "pki"
     started = {}
     port = _free_port()
     pid = _start(state, "kube-controller-manager", [

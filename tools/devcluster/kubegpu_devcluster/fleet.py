@@ -225,10 +225,23 @@ def apply(fleet: Fleet, dyn, server: str, workers: int = 8) -> int:
 
 
 def reset(dyn) -> None:
-    """Remove a fleet's objects (nodes, MachineSets, OpenShift identity, catalog) so another can be loaded."""
+    """Remove a fleet's objects (nodes and the pods bound to them, MachineSets, OpenShift identity, catalog) so
+    another can be loaded."""
     from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-    dyn.resources.get(api_version="v1", kind="Node").delete(label_selector=FLEET_LABEL)
+    nodes_api = dyn.resources.get(api_version="v1", kind="Node")
+    gone = {n.metadata.name for n in nodes_api.get(label_selector=FLEET_LABEL).items}
+    nodes_api.delete(label_selector=FLEET_LABEL)
+    # Pods bound to a removed machine: no kubelet will confirm they stopped, and the controller-manager's pod
+    # garbage collector would take a minute or more. A cloud's node removal ends them; so does the switch.
+    pods_api = dyn.resources.get(api_version="v1", kind="Pod")
+    for pod in pods_api.get().items:
+        if pod.spec.nodeName in gone:
+            try:
+                pods_api.delete(name=pod.metadata.name, namespace=pod.metadata.namespace,
+                                body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+            except NotFoundError:
+                pass
     for api_version, kind, namespace in (("machine.openshift.io/v1beta1", "MachineSet", MACHINE_API_NS),
                                          ("packages.operators.coreos.com/v1", "PackageManifest",
                                           "openshift-marketplace")):
