@@ -5,9 +5,10 @@ the way users run it: ansible-playbook playbooks/gpu_operator.yml with the Go-bu
 needs to show: the install; a second run with changed=0 and no write in the audit log; a changed value upgrades the
 release, which runs the chart's pre-upgrade hook Job gpu-operator-upgrade-crd to completion (skipped, naming what
 is missing, where the local cluster runs no Job controller, scheduler and kubelet); a release an upgrade left
-`failed` (its hook timed out) or `pending-upgrade` (helm killed midway) is repaired by the next run; check mode
-writes nothing; a local chart whose Chart.yaml declares another version than the one asked for is refused before
-anything is written; a value that is a secret never appears in the output.
+`failed` (its hook timed out) or `pending-upgrade` (helm killed midway) is repaired by the next run, and one left
+`pending-install` is installed anew; check mode writes nothing; a local chart whose Chart.yaml declares another
+version than the one asked for is refused before anything is written; a value that is a secret never appears in the
+output.
 """
 from __future__ import annotations
 
@@ -194,3 +195,38 @@ def test_release_left_pending_by_an_interrupted_upgrade_is_repaired(dc, helm_bin
     writes = len(_writes(dc, mark))
     idle, _requests = _converged_and_idle(dc, helm_bin)
     print(f"\npending release repaired: {seconds:.1f} s, {writes} writes; next run {idle:.1f} s, 0 writes")
+
+
+def test_release_left_pending_by_an_interrupted_install_is_installed_anew(dc, helm_bin):
+    """helm killed while it waits for a first install leaves the release `pending-install` with no revision that
+    ever deployed: the next run uninstalls it (the chart's pre-delete and the NFD subchart's post-delete hook Jobs
+    run, hence the skip) and installs it anew."""
+    reason = job_runner_missing(dc)
+    if reason:
+        pytest.skip(reason)
+    _reset(dc)
+    # --wait never ends: the NFD garbage collector's pod cannot be scheduled. (Not the operator's: its node selector
+    # is also the chart's pre-delete hook Job's, which the uninstall runs.)
+    cmd = [str(helm_bin), "install", RELEASE, str(paths.charts_dir() / "gpu-operator"), "-n", NS, "--create-namespace",
+           "--set-string", "node-feature-discovery.gc.nodeSelector.kubegpu-test/nowhere=true", "--wait",
+           "--timeout", "300s", "--kubeconfig", str(dc.kubeconfig)]
+    helm = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: _helm(dc, helm_bin, "list", "-n", NS, "--all", "-o", "json"), timeout=60,
+                 what="helm install to record the release")
+        time.sleep(2)
+    finally:
+        helm.send_signal(signal.SIGKILL)
+        helm.wait()
+    assert _release(dc, helm_bin)["status"] == "pending-install"
+
+    mark = dc.audit.mark()
+    out, stats, seconds = _run(dc, helm_bin)
+    assert stats["failures"] == 0, _failure(out)
+    assert "uninstall it (no revision ever deployed)" in _task(out, "Show the repair")["msg"]
+    release = _release(dc, helm_bin)
+    assert (release["status"], release["revision"]) == ("deployed", "1")
+    assert _helm(dc, helm_bin, "get", "values", RELEASE, "-n", NS, "-o", "json") == EXPECTED_VALUES
+    writes = len(_writes(dc, mark))
+    idle, _requests = _converged_and_idle(dc, helm_bin)
+    print(f"\npending install reinstalled: {seconds:.1f} s, {writes} writes; next run {idle:.1f} s, 0 writes")

@@ -108,12 +108,10 @@ def _run(dc, helm_bin, *args):
 
 
 def _failure(out):
-    for play in out["plays"]:
-        for task in play["tasks"]:
-            result = task["hosts"].get("localhost", {})
-            if result.get("failed"):
-                return f"{_name(task)}: {result.get('msg')}"
-    return None
+    """The failure that ended the run: the last failed task (one rescued by a block shows its failure later)."""
+    failed = [f"{_name(task)}: {task['hosts']['localhost'].get('msg')}" for play in out["plays"]
+              for task in play["tasks"] if task["hosts"].get("localhost", {}).get("failed")]
+    return failed[-1] if failed else None
 
 
 def _name(task):
