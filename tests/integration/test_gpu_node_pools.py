@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import wait_for
+from conftest import FLEETS, devcluster, wait_for
 from test_simulators import _approve, _csv_phase, _install, _plans
 
 V1A1 = "operators.coreos.com/v1alpha1"
@@ -30,8 +30,20 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def operator(devcluster_session):
-    """The default (OpenShift) fleet with the GPU Operator installed through OLM and its ClusterPolicy ready."""
-    return install_operator(devcluster_session)
+    """The default (OpenShift) fleet, fresh, with the GPU Operator installed through OLM, a new ClusterPolicy
+    and none of our configs: what these tests expect whatever ran before them in the session."""
+    dc = devcluster_session
+    devcluster.switch_fleet(dc.state, FLEETS / "default.yaml")  # nodes as the fleet file has them, not as left
+    dc.fleet_file = FLEETS / "default.yaml"
+    for cm in dc.admin.resources.get(api_version="v1", kind="ConfigMap").get().items:
+        if cm.metadata.name in ("kubegpu-mig-parted-config", "kubegpu-device-plugin-config"):
+            dc.admin.resources.get(api_version="v1", kind="ConfigMap").delete(
+                name=cm.metadata.name, namespace=cm.metadata.namespace)
+    policies = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
+    for policy in policies.get().items:
+        policies.delete(name=policy.metadata.name)
+    wait_for(lambda: not policies.get().items, timeout=60, what="old ClusterPolicy gone")
+    return install_operator(dc)
 
 
 def install_operator(dc):
