@@ -53,11 +53,12 @@ options:
   keep_live_fields:
     description:
       - Spec paths other stages own (the C(gpu_node_pools) module points C(devicePlugin.config) and
-        C(migManager.config) at its ConfigMaps). Unless O(settings) names them, the values the live ClusterPolicy
-        has are kept instead of the base's, so that the stages never undo each other.
+        C(migManager.config) at its ConfigMaps; the C(dra_nodes) module adds an entry to C(driver.manager.env)).
+        Unless O(settings) names them, the values the live ClusterPolicy has are kept instead of the base's, so that
+        the stages never undo each other.
     type: list
     elements: str
-    default: [devicePlugin.config, migManager.config]
+    default: [devicePlugin.config, migManager.config, driver.manager.env]
   nvidia_drivers:
     description:
       - NVIDIADriver objects (one driver per node pool), each C(name) and C(spec) (upstream fields such as

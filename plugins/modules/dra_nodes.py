@@ -19,6 +19,11 @@ description:
     only (the operator adds an operand's deploy label only where it is missing).
   - A node that carries the plugin label but is in no DRA pool any more loses it, and loses the device plugin's
     C(false) so that the GPU Operator deploys the device plugin there again.
+  - With O(driver_owner=gpu-operator) and at least one DRA pool, sets C(NODE_LABEL_FOR_GPU_POD_EVICTION=nvidia.com/dra-kubelet-plugin)
+    in the ClusterPolicy's C(spec.driver.manager.env), so that the operator's driver manager evicts the pods using
+    DRA-allocated GPUs before it restarts the driver (GPU Operator 25.10 or later); takes the entry out again when
+    no DRA pool remains or the host installs the driver. The CRD declares that list atomic, so the entry is merged
+    into the entries others set and written with the resourceVersion read (a concurrent write is read again).
   - Waits until every DRA node publishes a ResourceSlice of C(gpu.nvidia.com), and reports its devices.
   - Only labels that differ are patched, so a second run writes nothing. Check mode returns the plan.
 author:
@@ -29,6 +34,13 @@ options:
     type: list
     elements: dict
     default: []
+  driver_owner:
+    description:
+      - Who installs the NVIDIA driver (the C(dra_platform) module's C(driver.owner)). V(gpu-operator) - the
+        ClusterPolicy's driver manager is told the DRA plugin's node label while a DRA pool exists; V(host) - the
+        entry is taken out. Unset - the ClusterPolicy is left alone.
+    type: str
+    choices: [gpu-operator, host]
   wait:
     description: Wait until each DRA node publishes a ResourceSlice (needs the DRA driver installed).
     type: bool
@@ -69,6 +81,12 @@ node_labels:
   description: Per node whose labels change, each label and its new value (null when removed).
   returned: always
   type: dict
+cluster_policy:
+  description: The ClusterPolicy whose driver manager env was read (C(name)), whether the DRA entry is wanted
+    (C(wanted)) and the env before and after (C(before), C(after)); null when O(driver_owner) is unset or no
+    ClusterPolicy exists.
+  returned: always
+  type: dict
 devices:
   description: Per DRA node, the number of devices its ResourceSlices publish.
   returned: when wait is true, outside check mode
@@ -80,13 +98,58 @@ changes:
   elements: dict
 """
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import patch_labels
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import Change, patch_labels, update_object
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import wait_for_slices
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import GPU_OPERATOR, HOST
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.operator_env import (
+    ENV_PATH,
+    eviction_env,
+    manager_env,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import GROUP, best_version
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import dra_pool_nodes, plan_node_labels
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
+
+
+CLUSTER_POLICY_API = "nvidia.com/v1"
+FIELD_MANAGER = "kubegpu.platform/dra"
+
+
+def driver_manager_env(module, wanted):
+    """Set or take out the DRA entry of the ClusterPolicy's driver manager env. Returns (report, Change or None)."""
+    cluster = module.cluster
+    if cluster.resource(CLUSTER_POLICY_API, "ClusterPolicy") is None:
+        return None, None
+    # The operator reconciles the oldest ClusterPolicy and ignores the others.
+    policies = sorted(cluster.list(CLUSTER_POLICY_API, "ClusterPolicy"),
+                      key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+    if not policies:
+        if wanted:
+            module.warn("no ClusterPolicy: the GPU Operator's driver manager was not told %s (install the GPU "
+                        "Operator stage first, then run this stage again)" % ENV_PATH)
+        return None, None
+    policy = policies[0]
+    name = policy["metadata"]["name"]
+    before = manager_env(policy)
+    after = eviction_env(before, wanted)
+    report = {"name": name, "wanted": wanted, "before": before, "after": before if after is None else after}
+    if after is None:
+        return report, None
+    change = Change("ClusterPolicy", name, fields=[ENV_PATH], before={"env": before}, after={"env": after})
+    if module.check_mode:
+        return report, change
+
+    def mutate(live):
+        env = eviction_env(manager_env(live), wanted)
+        if env is None:
+            return False
+        manager = live.setdefault("spec", {}).setdefault("driver", {}).setdefault("manager", {})
+        manager["env"] = env
+        return True
+    update_object(cluster, CLUSTER_POLICY_API, "ClusterPolicy", name, mutate, field_manager=FIELD_MANAGER)
+    return report, change
 
 
 def run(module):
@@ -100,11 +163,16 @@ def run(module):
     labels = dict((n["metadata"]["name"], n["metadata"].get("labels") or {}) for n in nodes)
     changes = [patch_labels(cluster, "v1", "Node", name, wanted, module.check_mode, labels[name])
                for name, wanted in sorted(plan.items())]
+    policy = None
+    if module.params["driver_owner"]:
+        policy, change = driver_manager_env(module, bool(dra_pools) and module.params["driver_owner"] == GPU_OPERATOR)
+        if change is not None:
+            changes.append(change)
     result = {"changed": any(c.changed for c in changes), "dra_pools": dra_pools, "node_labels": plan,
-              "changes": [c.as_dict() for c in changes if c.changed]}
+              "cluster_policy": policy, "changes": [c.as_dict() for c in changes if c.changed]}
     if module._diff:
-        result["diff"] = {"before": [{"Node %s" % c.name: c.before} for c in changes if c.changed],
-                          "after": [{"Node %s" % c.name: c.after} for c in changes if c.changed]}
+        result["diff"] = {"before": [{"%s %s" % (c.kind, c.name): c.before} for c in changes if c.changed],
+                          "after": [{"%s %s" % (c.kind, c.name): c.after} for c in changes if c.changed]}
     dra_nodes = sorted(set(n for pool in dra_pools.values() for n in pool))
     if module.params["wait"] and not module.check_mode and dra_nodes:
         api_version = best_version(cluster.served_versions(GROUP))
@@ -121,6 +189,7 @@ def main():
     module = KubegpuModule(
         argument_spec={
             "pools": {"type": "list", "elements": "dict", "default": []},
+            "driver_owner": {"type": "str", "choices": [GPU_OPERATOR, HOST]},
             "wait": {"type": "bool", "default": True},
             "timeout": {"type": "int", "default": 600},
         },

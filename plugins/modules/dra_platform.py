@@ -21,6 +21,11 @@ description:
     it was; the DRA pools (C(sharing.strategy dra)) must not share a node with a device-plugin pool, the claim
     templates must parse, the driver settings must be valid, and each claim template's DeviceClass is validated by
     the API server with a server-side dry run (a C(cel) condition that does not compile is reported here).
+  - On OpenShift, while a DRA pool exists, lets the DRA driver's controller and kubelet plugin service accounts use
+    the C(privileged) SecurityContextConstraints (ClusterRole and ClusterRoleBinding
+    C(kubegpu-dra-driver-privileged-scc), verb C(use) on C(securitycontextconstraints/privileged)), which the
+    driver's privileged pods need to be admitted; takes them away again when no DRA pool remains or
+    O(openshift_scc=false).
   - Returns the NVIDIA DRA driver's Helm release and chart values (GPU allocation acknowledged, C(nvidiaDriverRoot)
     from who installs the NVIDIA driver, the kubelet plugin on the DRA pools' nodes only, the feature gates the
     claim templates need) for the C(dra) role to install with C(kubernetes.core.helm).
@@ -46,12 +51,25 @@ options:
         label, else C(gpu-operator)), C(compute_domains), C(log_verbosity) and C(feature_gates).
     type: dict
     default: {}
+  installed_release:
+    description:
+      - The driver release of the chart before 0.4 found in the cluster, as C(kubernetes.core.helm_info) returns it in
+        C(status) (C(name), C(namespace), C(chart) such as C(nvidia-dra-driver-gpu-25.12.0)). Such a release is
+        upgraded in place, under its own name and namespace with C(nameOverride nvidia-dra-driver-gpu), rather than
+        a second driver installed beside it; a downgrade is refused.
+    type: dict
   acknowledge_tech_preview_no_upgrade:
     description:
       - On OpenShift 4.19/4.20 with the default feature set, set FeatureGate C(cluster) C(spec.featureSet) to
         C(TechPreviewNoUpgrade). This cannot be undone and blocks every upgrade of the cluster.
     type: bool
     default: false
+  openshift_scc:
+    description:
+      - On OpenShift, grant the DRA driver's service accounts the C(privileged) SCC (see the description). V(false)
+        removes the grant this module made, for clusters where someone else grants it.
+    type: bool
+    default: true
   wait:
     description: After enabling the Technology Preview, wait until the API servers serve C(resource.k8s.io).
     type: bool
@@ -103,7 +121,8 @@ dra_pools:
   type: dict
 driver:
   description: The driver's Helm C(release) (name, namespace, chart, repository, chart_version, name_override),
-    chart C(values), C(warnings) and C(requirements) (what the control plane must have).
+    chart C(values), C(owner) (who installs the NVIDIA driver, V(gpu-operator) or V(host)), C(warnings) and
+    C(requirements) (what the control plane must have).
   returned: always
   type: dict
 warnings_list:
@@ -116,6 +135,11 @@ requirements:
   returned: on failure
   type: list
   elements: str
+scc:
+  description: The service accounts (C(namespace/name)) granted the C(privileged) SCC; empty when none is.
+  returned: always
+  type: list
+  elements: str
 changes:
   description: Each object written (or that would be), with the fields that differ, before and after.
   returned: always
@@ -123,7 +147,11 @@ changes:
   elements: dict
 """
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import apply_object, dry_run_apply
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
+    apply_object,
+    delete_object,
+    dry_run_apply,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts, wait_until_served
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
@@ -138,10 +166,12 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driv
     GPU_OPERATOR,
     driver_owner_from_nodes,
     driver_values,
+    installed_from_helm,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import plan_platform
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import OPENSHIFT, plan_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import dra_pool_nodes
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.scc import LABELS, scc_objects, service_accounts
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
 
 FIELD_MANAGER = "kubegpu.platform/dra"
@@ -171,9 +201,25 @@ def plan_driver(module, nodes, dra_pools, templates, kubernetes_version):
                 warnings.append("no DRA node says who installs the NVIDIA driver (nvidia.com/gpu.deploy.driver); "
                                 "assuming the GPU Operator (set kubegpu_dra.driver.driver_owner: host otherwise)")
         settings["driver_owner"] = owner
-    driver = driver_values(settings, kubernetes_version, needed_gates(templates))
+    installed = installed_from_helm(module.params["installed_release"])
+    driver = driver_values(settings, kubernetes_version, needed_gates(templates), installed)
     driver["warnings"] = warnings + driver["warnings"]
+    driver["owner"] = settings["driver_owner"]
     return driver
+
+
+def reconcile_scc(cluster, check, wanted, release):
+    """Apply the privileged-SCC grant when wanted, else delete the one this module made. Returns Changes."""
+    objects = scc_objects(release)
+    if wanted:
+        return [apply_object(cluster, obj, check, field_manager=FIELD_MANAGER) for obj in objects]
+    changes = []
+    for obj in objects:
+        live = cluster.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+        labels = ((live or {}).get("metadata") or {}).get("labels") or {}
+        if live is not None and all(labels.get(k) == v for k, v in LABELS.items()):
+            changes.append(delete_object(cluster, live, check))
+    return changes
 
 
 def run(module):
@@ -190,8 +236,11 @@ def run(module):
     except (DraError, PoolError) as e:
         module.fail_json(msg=str(e), requirements=list(getattr(e, "requirements", None) or []), changed=False)
     changes = [apply_object(cluster, obj, check, field_manager=FIELD_MANAGER) for obj in plan["writes"]]
+    platform_changed = any(c.changed for c in changes)
+    scc = plan["platform"] == OPENSHIFT and bool(dra_pools) and module.params["openshift_scc"]
+    changes += reconcile_scc(cluster, check, scc, driver["release"])
     api_version = plan["api_version"]
-    if any(c.changed for c in changes) and not check and module.params["wait"]:
+    if platform_changed and not check and module.params["wait"]:
         try:
             api_version = "resource.k8s.io/" + wait_until_served(cluster, module.params["timeout"])[0]
         except WaitTimeout as e:
@@ -201,6 +250,7 @@ def run(module):
         module.warn(warning)
     result = {"changed": any(c.changed for c in changes), "platform": plan, "api_version": api_version,
               "dra_pools": dra_pools, "driver": driver, "warnings_list": warnings,
+              "scc": ["%s/%s" % sa for sa in service_accounts(driver["release"])] if scc else [],
               "changes": [c.as_dict() for c in changes if c.changed]}
     if module._diff:
         result["diff"] = {"before": [{"%s %s" % (c.kind, c.name): c.before} for c in changes if c.changed],
@@ -214,7 +264,9 @@ def main():
             "pools": {"type": "list", "elements": "dict", "default": []},
             "claim_templates": {"type": "list", "elements": "dict", "default": []},
             "driver": {"type": "dict", "default": {}},
+            "installed_release": {"type": "dict"},
             "acknowledge_tech_preview_no_upgrade": {"type": "bool", "default": False},
+            "openshift_scc": {"type": "bool", "default": True},
             "wait": {"type": "bool", "default": True},
             "timeout": {"type": "int", "default": 1800},
         },

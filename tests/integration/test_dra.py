@@ -28,6 +28,11 @@ DRA_NODE = "gpu-h200-000"
 PLUGIN = "nvidia.com/dra-kubelet-plugin"
 DEPLOY = "nvidia.com/gpu.deploy.device-plugin"
 RELEASE = "dra-driver-nvidia-gpu"
+CP_API = "nvidia.com/v1"
+RBAC = "rbac.authorization.k8s.io/v1"
+SCC_GRANT = "kubegpu-dra-driver-privileged-scc"
+EVICTION_ENV = {"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": PLUGIN}
+OTHERS_ENV = {"name": "ENABLE_GPU_POD_EVICTION", "value": "true"}
 H200_POOL = {"name": "dra-h200", "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-H200"}},
              "sharing": {"strategy": "dra"}}
 
@@ -179,9 +184,12 @@ def test_check_mode_shows_the_plan_and_writes_nothing(cluster, helm_bin):
     assert not _failure(out), _failure(out)
     assert dc.audit.writes(mark) == []
     platform = _task(out, "Check the platform")
-    assert platform["changed"] and [c["kind"] for c in platform["changes"]] == ["FeatureGate"]
-    assert platform["diff"]["after"] == [{"FeatureGate cluster": {"metadata": {"name": "cluster"},
-                                                                  "spec": {"featureSet": "TechPreviewNoUpgrade"}}}]
+    assert platform["changed"] and [c["kind"] for c in platform["changes"]] == [
+        "FeatureGate", "ClusterRole", "ClusterRoleBinding"]     # OpenShift: the driver's privileged SCC grant
+    assert platform["diff"]["after"][0] == {"FeatureGate cluster": {"metadata": {"name": "cluster"},
+                                                                    "spec": {"featureSet": "TechPreviewNoUpgrade"}}}
+    assert platform["scc"] == [f"{RELEASE}/{RELEASE}-service-account-controller",
+                               f"{RELEASE}/{RELEASE}-service-account-kubeletplugin"]
     assert platform["dra_pools"] == {"dra-h200": [DRA_NODE]}
     nodes = _task(out, "Hand the DRA pools")
     assert nodes["node_labels"][DRA_NODE][DEPLOY] == "false"
@@ -240,6 +248,49 @@ def test_second_run_changes_and_writes_nothing(cluster, helm_bin):
     assert not _failure(out), _failure(out)
     assert stats["changed"] == 0
     assert dc.audit.writes(mark) == []
+
+
+def _may_use_privileged_scc(dc, namespace, name):
+    review = dc.admin.resources.get(api_version="authorization.k8s.io/v1", kind="SubjectAccessReview").create(body={
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": f"system:serviceaccount:{namespace}:{name}",
+                 "resourceAttributes": {"group": "security.openshift.io", "resource": "securitycontextconstraints",
+                                        "name": "privileged", "verb": "use"}}})
+    return review.status.allowed
+
+
+def test_openshift_lets_the_driver_service_accounts_use_the_privileged_scc(cluster, helm_bin):
+    dc = cluster
+    role = dc.admin.resources.get(api_version=RBAC, kind="ClusterRole").get(name=SCC_GRANT).to_dict()
+    assert role["rules"] == [{"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
+                              "resourceNames": ["privileged"], "verbs": ["use"]}]
+    binding = dc.admin.resources.get(api_version=RBAC, kind="ClusterRoleBinding").get(name=SCC_GRANT).to_dict()
+    granted = sorted((s["namespace"], s["name"]) for s in binding["subjects"])
+    # Exactly the service accounts the chart created for its controller and kubelet plugin.
+    accounts = dc.admin.resources.get(api_version="v1", kind="ServiceAccount").get(namespace=RELEASE).items
+    assert granted == sorted((RELEASE, a.metadata.name) for a in accounts
+                             if a.metadata.name.endswith(("-controller", "-kubeletplugin")))
+    assert granted == [(RELEASE, f"{RELEASE}-service-account-controller"),
+                       (RELEASE, f"{RELEASE}-service-account-kubeletplugin")]
+    # The API server's own RBAC says yes to those and no to any other account.
+    assert all(_may_use_privileged_scc(dc, ns, name) for ns, name in granted)
+    assert not _may_use_privileged_scc(dc, RELEASE, "default")
+
+    # Turned off: the grant goes; on again: it comes back; each a write per object, then none.
+    mark = dc.audit.mark()
+    out, dummy = _run(dc, helm_bin, openshift_scc=False)
+    assert not _failure(out), _failure(out)
+    assert sorted((w.verb, w.resource) for w in dc.audit.writes(mark)) == [
+        ("delete", "clusterrolebindings"), ("delete", "clusterroles")]
+    assert not _may_use_privileged_scc(dc, *granted[0])
+    mark = dc.audit.mark()
+    out, dummy = _run(dc, helm_bin)
+    assert _task(out, "Check the platform")["scc"] == ["/".join(g) for g in granted]
+    assert sorted((w.verb, w.resource) for w in dc.audit.writes(mark)) == [
+        ("patch", "clusterrolebindings"), ("patch", "clusterroles")]
+    mark = dc.audit.mark()
+    out, stats = _run(dc, helm_bin)
+    assert stats["changed"] == 0 and dc.audit.writes(mark) == []
 
 
 def test_cluster_info_shows_dra_nodes_and_claim_templates(cluster):
@@ -330,3 +381,60 @@ def test_a_node_leaving_the_dra_pool_gets_the_device_plugin_back(cluster):
     # And back: the slice returns.
     result = dc.module("dra_nodes", {"pools": [H200_POOL], "timeout": 30})
     assert result["devices"] == {DRA_NODE: 8}
+
+
+def _policy(dc):
+    return dc.admin.resources.get(api_version=CP_API, kind="ClusterPolicy").get(name="gpu-cluster-policy").to_dict()
+
+
+def _manager_env(dc):
+    return ((_policy(dc)["spec"]["driver"].get("manager") or {}).get("env")) or []
+
+
+def test_the_gpu_operator_driver_manager_is_told_the_dra_plugin_label(cluster, helm_bin):
+    dc = cluster
+    api = dc.admin.resources.get(api_version=CP_API, kind="ClusterPolicy")
+    spec = dict((key, {}) for key in ("daemonsets", "dcgm", "dcgmExporter", "devicePlugin", "gfd",
+                                      "nodeStatusExporter", "operator", "toolkit"))
+    spec["driver"] = {"manager": {"env": [OTHERS_ENV]}}
+    api.server_side_apply(body={"apiVersion": CP_API, "kind": "ClusterPolicy",
+                                "metadata": {"name": "gpu-cluster-policy"}, "spec": spec},
+                          field_manager="gpu-operator-stand-in")
+    try:
+        mark = dc.audit.mark()
+        out, dummy = _run(dc, helm_bin, "--check")
+        assert not _failure(out), _failure(out)
+        assert dc.audit.writes(mark) == []
+        assert _task(out, "Hand the DRA pools")["cluster_policy"]["after"] == [OTHERS_ENV, EVICTION_ENV]
+        assert _manager_env(dc) == [OTHERS_ENV]
+
+        mark = dc.audit.mark()
+        out, dummy = _run(dc, helm_bin)
+        assert not _failure(out), _failure(out)
+        writes = dc.audit.writes(mark)
+        print(f"\ndriver manager env set with {len(writes)} write(s): {[str(w) for w in writes]}")
+        # (the playbook also puts back claim template b200-only, which an earlier test pruned)
+        assert [w.verb for w in writes if w.resource == "clusterpolicies"] == ["update"]
+        # Merged with the entry someone else set, and written under the stage's own field manager.
+        assert _manager_env(dc) == [OTHERS_ENV, EVICTION_ENV]
+        assert "kubegpu.platform/dra" in [m["manager"] for m in _policy(dc)["metadata"]["managedFields"]]
+
+        mark = dc.audit.mark()
+        out, stats = _run(dc, helm_bin)
+        assert stats["changed"] == 0 and dc.audit.writes(mark) == []
+
+        # No DRA pool remains: the entry goes, the other stays.
+        mark = dc.audit.mark()
+        result = dc.module("dra_nodes", {"pools": [], "driver_owner": "gpu-operator", "wait": False})
+        assert not result.get("failed"), result.get("msg")
+        assert _manager_env(dc) == [OTHERS_ENV]
+        assert ("update", "clusterpolicies") in [(w.verb, w.resource) for w in dc.audit.writes(mark)]
+        # The pool back with a driver the host installs: no entry either; then nothing to write.
+        result = dc.module("dra_nodes", {"pools": [H200_POOL], "driver_owner": "host", "timeout": 30})
+        assert not result.get("failed"), result.get("msg")
+        assert _manager_env(dc) == [OTHERS_ENV]
+        mark = dc.audit.mark()
+        assert dc.module("dra_nodes", {"pools": [H200_POOL], "driver_owner": "host", "wait": False})["changed"] is False
+        assert dc.audit.writes(mark) == []
+    finally:
+        api.delete(name="gpu-cluster-policy")

@@ -143,13 +143,14 @@ def _configmap_holds(cluster, name, namespace, data):
     return live is not None and (live.get("data") or {}) == data
 
 
-def update_object(cluster, api_version, kind, name, mutate, namespace=None):
+def update_object(cluster, api_version, kind, name, mutate, namespace=None, field_manager=None):
     """Read-modify-write: `mutate(obj)` changes a copy of the live object in place and returns whether it did.
 
     The update carries the resourceVersion it read; on 409 (someone wrote in between) the object is read
     again and `mutate` applied to the new version, within the retry budget. A try that may have reached the
     server is never sent blindly again: the next try re-reads, and stops when `mutate` finds nothing to do.
     Returns whether an update was sent. For fields shared with other writers, where apply would take them over.
+    field_manager names the writer in managedFields (the client library's default otherwise).
     """
     resource = cluster.resource(api_version, kind)
     if resource is None:
@@ -162,7 +163,8 @@ def update_object(cluster, api_version, kind, name, mutate, namespace=None):
             raise ClusterError("{0} {1} does not exist".format(kind, _title(name, namespace)))
         if not mutate(live):
             return
-        cluster.dynamic.replace(resource, body=live, name=name, namespace=namespace)
+        extra = {"field_manager": field_manager} if field_manager else {}
+        cluster.dynamic.replace(resource, body=live, name=name, namespace=namespace, **extra)
         sent.append(True)
 
     try:

@@ -88,9 +88,10 @@ DRIVER_ENUMS = {
 # NVIDIADriver fields the CRD declares immutable (x-kubernetes-validations self == oldSelf), with their defaults.
 IMMUTABLE_DRIVER_FIELDS = {"driverType": "gpu", "usePrecompiled": False}
 
-# Set by other stages (gpu_node_pools points them at its ConfigMaps): kept as the cluster has them unless the
-# task's settings name them, so that the two never undo each other.
-KEEP_LIVE_DEFAULT = ("devicePlugin.config", "migManager.config")
+# Set by other stages (gpu_node_pools points them at its ConfigMaps; the dra stage adds its entry to the driver
+# manager's env): kept as the cluster has them unless the task's settings name them, so that the stages never
+# undo each other.
+KEEP_LIVE_DEFAULT = ("devicePlugin.config", "migManager.config", "driver.manager.env")
 
 
 class PolicyError(Exception):

@@ -130,6 +130,27 @@ def release_for(chart_version=CHART_VERSION, installed=None):
     return release
 
 
+def installed_from_helm(status):
+    """The release release_for takes as installed, from kubernetes.core.helm_info's `status`; None when absent.
+
+    helm_info names the chart "<chart>-<version>" (nvidia-dra-driver-gpu-25.12.0). A release of another chart
+    under the old name is refused: upgrading it in place would replace whatever it is.
+    """
+    if not status:
+        return None
+    if not isinstance(status, Mapping) or not status.get("name"):
+        raise DraError("installed_release is %r; expected kubernetes.core.helm_info's status (name, namespace, "
+                       "chart)" % (status,))
+    chart = str(status.get("chart") or "")
+    prefix = "%s-" % OLD_NAME
+    if not chart.startswith(prefix):
+        raise DraError(
+            "Helm release %s/%s is chart %r, not %s: the DRA driver cannot be upgraded in place over it; uninstall it "
+            "or rename it" % (status.get("namespace"), status["name"], chart, OLD_NAME))
+    return {"name": status["name"], "namespace": status.get("namespace") or OLD_NAME,
+            "chart_version": chart[len(prefix):]}
+
+
 def driver_owner_from_nodes(nodes):
     """Return "gpu-operator" or "host" from the DRA nodes' nvidia.com/gpu.deploy.driver label, None if unknown.
 

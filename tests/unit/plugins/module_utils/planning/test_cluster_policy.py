@@ -167,6 +167,18 @@ def test_keep_live_fields_carry_what_another_stage_set():
     assert spec["devicePlugin"]["config"] == {"name": "", "default": ""}
 
 
+def test_keep_live_fields_carry_the_dra_stage_driver_manager_env():
+    env = [{"name": "ENABLE_GPU_POD_EVICTION", "value": "true"},
+           {"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": "nvidia.com/dra-kubelet-plugin"}]
+    # A base that names the env (OpenShift bundles' alm-examples list the driver manager's settings there).
+    base = chart_spec()
+    base["driver"]["manager"] = {"env": [{"name": "ENABLE_GPU_POD_EVICTION", "value": "true"}]}
+    spec, _w = desired_spec(base, {}, {"driver": {"manager": {"env": env}}})
+    assert spec["driver"]["manager"]["env"] == env
+    spec, _w = desired_spec(base, {}, {})
+    assert spec["driver"]["manager"]["env"] == [{"name": "ENABLE_GPU_POD_EVICTION", "value": "true"}]
+
+
 @pytest.mark.parametrize("settings, expected", [
     ({"cdi": {"default": True}}, "settings.cdi.default: dead field, the operator ignores it (cdi.default: True); use "
                                  "cdi.enabled"),

@@ -14,6 +14,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driv
     VALUE_PATHS,
     driver_owner_from_nodes,
     driver_values,
+    installed_from_helm,
     release_for,
     release_line,
 )
@@ -215,3 +216,31 @@ def test_driver_owner_from_nodes(nodes, owner):
 def test_driver_owner_from_nodes_that_disagree():
     with pytest.raises(DraError, match="gpu-operator: a; host: b, c"):
         driver_owner_from_nodes([node("a", "true"), node("c", "pre-installed"), node("b", "pre-installed")])
+
+
+# ---------------------------------------------------------------------------------------------
+# the release found by kubernetes.core.helm_info
+# ---------------------------------------------------------------------------------------------
+
+def test_a_25_release_found_by_helm_info_is_upgraded_in_place():
+    status = {"name": "nvidia-dra-driver-gpu", "namespace": "nvidia-dra-driver-gpu",
+              "chart": "nvidia-dra-driver-gpu-25.12.0", "app_version": "25.12.0", "status": "deployed"}
+    installed = installed_from_helm(status)
+    assert installed == {"name": "nvidia-dra-driver-gpu", "namespace": "nvidia-dra-driver-gpu",
+                         "chart_version": "25.12.0"}
+    release = release_for(installed=installed)
+    assert (release["name"], release["namespace"], release["name_override"]) == (
+        "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")
+    assert release["chart_version"] == "0.4.1"
+
+
+def test_no_release_found_installs_the_new_one():
+    assert installed_from_helm(None) is None and installed_from_helm({}) is None
+    release = release_for(installed=installed_from_helm({}))
+    assert (release["name"], release["namespace"], release["name_override"]) == (
+        "dra-driver-nvidia-gpu", "dra-driver-nvidia-gpu", None)
+
+
+def test_another_chart_under_the_old_name_is_refused():
+    with pytest.raises(DraError, match="not nvidia-dra-driver-gpu"):
+        installed_from_helm({"name": "nvidia-dra-driver-gpu", "namespace": "x", "chart": "something-1.0.0"})
