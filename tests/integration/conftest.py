@@ -41,10 +41,13 @@ class Devcluster:
     def client(self, user: str = "admin"):
         return devcluster.dynamic_client(self.state, user)
 
-    def fleet(self, name: str) -> dict:
-        """Load fleets/<name>.yaml (or a path) unless it is already the loaded one; return the parsed file."""
+    def fleet(self, name: str, fresh: bool = False) -> dict:
+        """Load fleets/<name>.yaml (or a path) unless it is already the loaded one; return the parsed file.
+
+        fresh: load it again even so, for a test that needs the nodes as the file has them, not as an earlier
+        test left them (labels, allocatable)."""
         path = Path(name) if "/" in name else FLEETS / f"{name}.yaml"
-        if self.fleet_file != path:
+        if fresh or self.fleet_file != path:
             devcluster.switch_fleet(self.state, path)
             self.fleet_file = path
         return yaml.safe_load(path.read_text())

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FLEETS, devcluster, wait_for
+from conftest import wait_for
 from test_simulators import _approve, _csv_phase, _install, _plans
 
 V1A1 = "operators.coreos.com/v1alpha1"
@@ -33,8 +33,7 @@ def operator(devcluster_session):
     """The default (OpenShift) fleet, fresh, with the GPU Operator installed through OLM, a new ClusterPolicy
     and none of our configs: what these tests expect whatever ran before them in the session."""
     dc = devcluster_session
-    devcluster.switch_fleet(dc.state, FLEETS / "default.yaml")  # nodes as the fleet file has them, not as left
-    dc.fleet_file = FLEETS / "default.yaml"
+    dc.fleet("default", fresh=True)
     for cm in dc.admin.resources.get(api_version="v1", kind="ConfigMap").get().items:
         if cm.metadata.name in ("kubegpu-mig-parted-config", "kubegpu-device-plugin-config"):
             dc.admin.resources.get(api_version="v1", kind="ConfigMap").delete(
