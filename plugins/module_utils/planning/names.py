@@ -1,0 +1,137 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The collection's vocabulary: every label, annotation, field manager and well-known object name, once.
+
+Two kinds of names live here:
+- ours (kubegpu.io/*, the kubegpu.platform field managers): this collection writes them and reads them back;
+- NVIDIA's and the platform's (GPU Feature Discovery, the GPU Operator, mig-manager, the DRA driver, NFD,
+  OpenShift): their software writes or reads them, we follow it (shared/reference/gpu-node-labels.md,
+  shared/reference/gpu-operator.md).
+
+Every other module imports a name from here instead of spelling it; a unit test (test_names.py) fails when a
+label, annotation or field manager defined here appears as a literal anywhere else under plugins/ or roles/.
+Roles get the names through module results and option defaults, or the names lookup.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# --- Our labels (kubegpu.io) -----------------------------------------------------------------------------------
+# The node pool a node belongs to (value: the pool's name); set by the node-pools and DRA stages.
+POOL_LABEL = "kubegpu.io/node-pool"
+# The claim template a DRA object was published for (value: the template's name).
+CLAIM_TEMPLATE_LABEL = "kubegpu.io/claim-template"
+
+# Well-known Kubernetes labels we put on the objects we create, and their values.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+COLLECTION = "kubegpu.platform"
+# managed-by=kubegpu.platform: the objects this collection created and may prune.
+MANAGED_BY = {MANAGED_BY_LABEL: COLLECTION}
+
+# --- Our annotations (kubegpu.io) ------------------------------------------------------------------------------
+# On a node: its physical GPU count, recorded with its first change (GFD's gpu.count stops telling it under MIG
+# strategy single and reads 0 while the node says MIG-INVALID).
+GPU_COUNT_ANNOTATION = "kubegpu.io/gpu-count"
+# On a node: set with the cordon of a drain and removed with the uncordon, so that a node cordoned by a run that
+# was stopped is recognised and uncordoned by the next one; a node someone else cordoned is left alone.
+DRAINED_ANNOTATION = "kubegpu.io/drained-for-mig-change"
+# On the ClusterPolicy: the digest of the device-plugin configuration the plugin last restarted with; on the
+# device-plugin DaemonSet's pod template: the same digest, which restarts its pods once when it changes.
+DEVICE_PLUGIN_CONFIG_ANNOTATION = "kubegpu.io/device-plugin-config"
+
+# --- Field managers (server-side apply) ------------------------------------------------------------------------
+# One per stage: stages that own different fields of one object (the ClusterPolicy) do not remove each other's.
+FIELD_MANAGER = COLLECTION                              # installs: operators, ClusterPolicy, NFD
+NODE_POOLS_FIELD_MANAGER = COLLECTION + "/node-pools"
+DRA_FIELD_MANAGER = COLLECTION + "/dra"
+# Reserved for the stages to come.
+SERVING_FIELD_MANAGER = COLLECTION + "/serving"
+MONITORING_FIELD_MANAGER = COLLECTION + "/monitoring"
+TENANCY_FIELD_MANAGER = COLLECTION + "/tenancy"
+
+# --- NVIDIA node labels: GPU Feature Discovery (what a GPU node is) -------------------------------------------
+GFD_PREFIX = "nvidia.com/"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+PRODUCT_LABEL = "nvidia.com/gpu.product"                # NVIDIA-H100-80GB-HBM3, +-MIG-<profile> under MIG single
+COUNT_LABEL = "nvidia.com/gpu.count"                    # physical GPUs, except under MIG strategy single
+MEMORY_LABEL = "nvidia.com/gpu.memory"                  # MiB
+FAMILY_LABEL = "nvidia.com/gpu.family"                  # hopper, ampere, ...
+COMPUTE_MAJOR_LABEL = "nvidia.com/gpu.compute.major"
+COMPUTE_MINOR_LABEL = "nvidia.com/gpu.compute.minor"
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"  # none | time-slicing | mps
+MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"          # single | mixed
+MPS_CAPABLE_LABEL = "nvidia.com/mps.capable"
+# Under MIG strategy single GFD writes the product as <model>-MIG-<profile>; shared GPUs get -SHARED.
+MIG_PRODUCT_INFIX = "-MIG-"
+MIG_INVALID_SUFFIX = "-MIG-INVALID"
+SHARED_PRODUCT_SUFFIX = "-SHARED"
+
+# --- NVIDIA node labels the GPU Operator and mig-manager read or write (how a node is configured) ------------
+# The mig-parted config a node wants (we write it); mig-manager applies it and reports in the state label.
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+MIG_STATE_PENDING = "pending"
+MIG_STATE_SUCCESS = "success"
+MIG_STATE_FAILED = "failed"
+# The device-plugin config key a node uses (we write it).
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+# nvidia.com/gpu.deploy.<operand>: whether the operator runs an operand on a node; mig-manager sets the ones it
+# stops during a MIG change to paused-for-mig-change and puts them back afterwards.
+DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
+DEVICE_PLUGIN_DEPLOY_LABEL = DEPLOY_LABEL_PREFIX + "device-plugin"
+DRIVER_DEPLOY_LABEL = DEPLOY_LABEL_PREFIX + "driver"
+MIG_MANAGER_DEPLOY_LABEL = DEPLOY_LABEL_PREFIX + "mig-manager"
+DEPLOY_TRUE = "true"
+DEPLOY_FALSE = "false"
+DEPLOY_PRE_INSTALLED = "pre-installed"                  # gpu.deploy.driver: the driver came with the host
+PAUSED_FOR_MIG_CHANGE = "paused-for-mig-change"
+
+# --- NVIDIA DRA driver ------------------------------------------------------------------------------------------
+# Nodes labelled <this>=true run the DRA driver's kubelet plugin.
+DRA_PLUGIN_LABEL = "nvidia.com/dra-kubelet-plugin"
+DRA_PLUGIN_LABEL_VALUE = "true"
+DRA_DRIVER = "gpu.nvidia.com"                           # ResourceSlice spec.driver and DeviceClass selectors
+
+# --- Node Feature Discovery: a node with an NVIDIA PCI device (vendor 10de), as the GPU Operator accepts it -----
+PCI_PRESENT_LABELS = ("feature.node.kubernetes.io/pci-10de.present",
+                      "feature.node.kubernetes.io/pci-0302_10de.present",
+                      "feature.node.kubernetes.io/pci-0300_10de.present")
+
+# --- OpenShift ----------------------------------------------------------------------------------------------------
+MACHINE_ANNOTATION = "machine.openshift.io/machine"     # on a node: <namespace>/<machine>
+MACHINE_API_NAMESPACE = "openshift-machine-api"
+MARKETPLACE_NAMESPACE = "openshift-marketplace"
+
+# --- Extended resources the device plugin advertises ----------------------------------------------------------
+GPU_RESOURCE = "nvidia.com/gpu"                         # whole GPUs, and every MIG device under MIG single
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"                 # nvidia.com/mig-<profile> under MIG mixed
+SHARED_RESOURCE_SUFFIX = ".shared"                      # nvidia.com/gpu.shared with renameByDefault
+# What counts as a GPU resource in a node's allocatable (nvidia.com/gpu.shared starts with nvidia.com/gpu).
+GPU_RESOURCE_PREFIXES = (GPU_RESOURCE, MIG_RESOURCE_PREFIX)
+
+# --- GPU Operator operands (DaemonSets in the operator's namespace) --------------------------------------------
+DEVICE_PLUGIN_DAEMONSET = "nvidia-device-plugin-daemonset"
+MIG_MANAGER_DAEMONSET = "nvidia-mig-manager"
+
+# --- Names we give our objects ----------------------------------------------------------------------------------
+# Our ConfigMap keys, mig-parted configs and DeviceClasses: kubegpu-<pool or template>.
+NAME_PREFIX = "kubegpu-"
+
+# --- Namespaces (defaults) ----------------------------------------------------------------------------------------
+GPU_OPERATOR_NAMESPACE_OPENSHIFT = "nvidia-gpu-operator"  # the certified operator's documented namespace
+GPU_OPERATOR_NAMESPACE_KUBERNETES = "gpu-operator"        # the Helm chart's documented namespace
+NFD_NAMESPACE_OPENSHIFT = "openshift-nfd"
+
+# --- The names the single-source test checks (test_names.py) ------------------------------------------------------
+LABELS = (POOL_LABEL, CLAIM_TEMPLATE_LABEL, MANAGED_BY_LABEL, PART_OF_LABEL, GPU_PRESENT_LABEL, PRODUCT_LABEL,
+          COUNT_LABEL, MEMORY_LABEL, FAMILY_LABEL, COMPUTE_MAJOR_LABEL, COMPUTE_MINOR_LABEL, REPLICAS_LABEL,
+          SHARING_STRATEGY_LABEL, MIG_CAPABLE_LABEL, MIG_STRATEGY_LABEL, MPS_CAPABLE_LABEL, MIG_CONFIG_LABEL,
+          MIG_STATE_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, DEPLOY_LABEL_PREFIX, DEVICE_PLUGIN_DEPLOY_LABEL,
+          DRIVER_DEPLOY_LABEL, MIG_MANAGER_DEPLOY_LABEL, DRA_PLUGIN_LABEL) + PCI_PRESENT_LABELS
+ANNOTATIONS = (GPU_COUNT_ANNOTATION, DRAINED_ANNOTATION, DEVICE_PLUGIN_CONFIG_ANNOTATION, MACHINE_ANNOTATION)
+FIELD_MANAGERS = (FIELD_MANAGER, NODE_POOLS_FIELD_MANAGER, DRA_FIELD_MANAGER, SERVING_FIELD_MANAGER,
+                  MONITORING_FIELD_MANAGER, TENANCY_FIELD_MANAGER)
