@@ -10,47 +10,18 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import base_product
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import POOL_LABEL
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_state import (
+    gfd_facts,
+    gpu_allocatable,
+    is_gpu_node,
+    node_labels,
+    node_name,
+    sharing_state,
+)
 
-GPU_PRESENT = "nvidia.com/gpu.present"
-PCI_PRESENT_LABELS = ("feature.node.kubernetes.io/pci-10de.present",
-                      "feature.node.kubernetes.io/pci-0302_10de.present",
-                      "feature.node.kubernetes.io/pci-0300_10de.present")
-GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
-
-
-def _labels(node):
-    return (node.get("metadata") or {}).get("labels") or {}
-
-
-def is_gpu_node(node):
-    """A node with an NVIDIA GPU, as the GPU Operator decides it: GFD's label or one of NFD's PCI labels."""
-    labels = _labels(node)
-    return labels.get(GPU_PRESENT) == "true" or any(labels.get(k) == "true" for k in PCI_PRESENT_LABELS)
-
-
-def sharing_state(labels):
-    """How a node's GPUs are shared now, read from the labels GFD and mig-manager write."""
-    strategy = labels.get("nvidia.com/gpu.sharing-strategy", "none")
-    mig_config = labels.get("nvidia.com/mig.config")
-    if mig_config and mig_config != "all-disabled":
-        strategy = "mig" if strategy == "none" else "mig+" + strategy
-    state = {"strategy": strategy}
-    if mig_config:
-        state["mig_config"] = mig_config
-        state["mig_state"] = labels.get("nvidia.com/mig.config.state", "unknown")
-    if labels.get("nvidia.com/device-plugin.config"):
-        state["device_plugin_config"] = labels["nvidia.com/device-plugin.config"]
-    paused = sorted(k.split("nvidia.com/gpu.deploy.", 1)[1] for k, v in labels.items()
-                    if k.startswith("nvidia.com/gpu.deploy.") and v == "paused-for-mig-change")
-    if paused:
-        state["paused_operands"] = paused
-    return state
-
-
-def _gpu_allocatable(node):
-    alloc = ((node.get("status") or {}).get("allocatable")) or {}
-    return dict((k, int(v)) for k, v in alloc.items() if k.startswith(GPU_RESOURCE_PREFIXES) and str(v).isdigit())
+# Public here as well: the report and its tests read them from this module.
+__all__ = ["gpu_operator_status", "is_gpu_node", "sharing_state", "summarize_gpu_nodes", "summarize_pools"]
 
 
 def _bump(counter, key, by=1):
@@ -65,20 +36,18 @@ def summarize_gpu_nodes(nodes):
         if not is_gpu_node(node):
             continue
         gpu_nodes += 1
-        labels = _labels(node)
-        product = base_product(labels.get("nvidia.com/gpu.product", "")) or "unknown (no GFD labels yet)"
+        labels = node_labels(node)
+        gfd = gfd_facts(labels)
+        product = gfd["physical_product"] or "unknown (no GFD labels yet)"
         entry = models.setdefault(product, {
             "product": product, "nodes": 0, "gpus": 0, "allocatable": {}, "sharing": {}, "mig_states": {},
-            "memory_mib": int(labels["nvidia.com/gpu.memory"]) if labels.get("nvidia.com/gpu.memory", "").isdigit() else None,
-            "mig_capable": labels.get("nvidia.com/mig.capable") == "true",
-            "node_names": [],
+            "memory_mib": gfd["memory_mib"], "mig_capable": gfd["mig_capable"], "node_names": [],
         })
         entry["nodes"] += 1
-        entry["node_names"].append(node["metadata"]["name"])
-        count = labels.get("nvidia.com/gpu.count", "")
+        entry["node_names"].append(node_name(node))
         # Under MIG single strategy gpu.count counts MIG devices; physical GPUs are then capacity we can't see.
-        entry["gpus"] += int(count) if count.isdigit() and "-MIG-" not in labels.get("nvidia.com/gpu.product", "") else 0
-        for resource, value in _gpu_allocatable(node).items():
+        entry["gpus"] += gfd["physical_count"] or 0
+        for resource, value in gpu_allocatable(node).items():
             _bump(entry["allocatable"], resource, value)
         state = sharing_state(labels)
         _bump(entry["sharing"], state["strategy"])
@@ -90,25 +59,22 @@ def summarize_gpu_nodes(nodes):
     return {"nodes": len(nodes), "gpu_nodes": gpu_nodes, "models": ordered}
 
 
-POOL_LABEL = "kubegpu.io/node-pool"
-
-
 def summarize_pools(nodes):
     """Per node pool (label kubegpu.io/node-pool): node count, GPU product(s), allocatable GPU resources summed,
     sharing strategies and MIG states, so capacity can be read per pool rather than per node."""
     pools = {}
     for node in nodes:
-        labels = _labels(node)
+        labels = node_labels(node)
         name = labels.get(POOL_LABEL)
         if not name:
             continue
         entry = pools.setdefault(name, {"name": name, "nodes": 0, "products": [], "allocatable": {}, "sharing": {},
                                         "mig_states": {}})
         entry["nodes"] += 1
-        product = base_product(labels.get("nvidia.com/gpu.product", "")) or "unknown"
+        product = gfd_facts(labels)["physical_product"] or "unknown"
         if product not in entry["products"]:
             entry["products"].append(product)
-        for resource, value in _gpu_allocatable(node).items():
+        for resource, value in gpu_allocatable(node).items():
             _bump(entry["allocatable"], resource, value)
         state = sharing_state(labels)
         _bump(entry["sharing"], state["strategy"])

@@ -23,7 +23,7 @@ except ImportError as exc:  # modules report it with missing_required_lib
     yaml = None
     YAML_IMPORT_ERROR = exc
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import FULL_GPU_RESOURCE
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import GPU_RESOURCE, SHARED_RESOURCE_SUFFIX
 
 # Pool strategies this module knows; pool_spec and node_pools take them from here so each is spelt once.
 MIG = "mig"
@@ -32,8 +32,6 @@ MPS = "mps"
 DRA = "dra"
 
 MIG_STRATEGY_NONE = "none"
-# The device plugin advertises a renamed shared resource as <name>.shared and keeps <name> at 0.
-SHARED_SUFFIX = ".shared"
 
 
 def device_plugin_document(pool, mig_strategy=None, mig_resources=()):
@@ -59,9 +57,9 @@ def device_plugin_document(pool, mig_strategy=None, mig_resources=()):
                 )
             document["sharing"] = {"timeSlicing": _time_slicing(pool.time_slicing, sorted(set(mig_resources)))}
     elif pool.strategy == TIME_SLICING:
-        document["sharing"] = {"timeSlicing": _time_slicing(pool.time_slicing, [FULL_GPU_RESOURCE])}
+        document["sharing"] = {"timeSlicing": _time_slicing(pool.time_slicing, [GPU_RESOURCE])}
     elif pool.strategy == MPS:
-        document["sharing"] = {"mps": _mps(pool.mps, [FULL_GPU_RESOURCE])}
+        document["sharing"] = {"mps": _mps(pool.mps, [GPU_RESOURCE])}
     return document
 
 
@@ -85,7 +83,7 @@ def shared_resources(resources, sharing):
     for name, count in resources.items():
         if sharing.rename_by_default:
             shared[name] = 0
-            shared[name + SHARED_SUFFIX] = count * sharing.replicas
+            shared[name + SHARED_RESOURCE_SUFFIX] = count * sharing.replicas
         else:
             shared[name] = count * sharing.replicas
     return shared

@@ -15,19 +15,19 @@ __metaclass__ = type
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-# GFD rewrites gpu.product under MIG strategy single ("<product>-MIG-1g.10gb", or
-# "-MIG-INVALID" for mixed geometry) and under time-slicing/MPS ("<product>-SHARED"),
-# so a node's label names the same card in several spellings.
-_SHARED_SUFFIX = "-SHARED"
-_MIG_INFIX = "-MIG-"
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    COMPUTE_MAJOR_LABEL,
+    COMPUTE_MINOR_LABEL,
+    COUNT_LABEL,
+    FAMILY_LABEL,
+    MEMORY_LABEL,
+    MIG_CAPABLE_LABEL,
+    MIG_PRODUCT_INFIX,
+    PRODUCT_LABEL,
+    SHARED_PRODUCT_SUFFIX,
+)
 
-# The GFD labels a node's GPU is read from.
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-COUNT_LABEL = "nvidia.com/gpu.count"
-MEMORY_LABEL = "nvidia.com/gpu.memory"
-FAMILY_LABEL = "nvidia.com/gpu.family"
-MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
-_COMPUTE_LABELS = ("nvidia.com/gpu.compute.major", "nvidia.com/gpu.compute.minor")
+_COMPUTE_LABELS = (COMPUTE_MAJOR_LABEL, COMPUTE_MINOR_LABEL)
 
 
 class UnknownGpuError(ValueError):
@@ -341,9 +341,9 @@ def base_product(product_label):
     suffixes comes back unchanged.
     """
     product = product_label
-    if product.endswith(_SHARED_SUFFIX):
-        product = product[:-len(_SHARED_SUFFIX)]
-    return product.split(_MIG_INFIX, 1)[0]
+    if product.endswith(SHARED_PRODUCT_SUFFIX):
+        product = product[:-len(SHARED_PRODUCT_SUFFIX)]
+    return product.split(MIG_PRODUCT_INFIX, 1)[0]
 
 
 def model_for_product(product_label):
@@ -420,7 +420,7 @@ def gfd_gpu_count_problem(labels):
     """
     labels = labels or {}
     product = labels.get(PRODUCT_LABEL)
-    if COUNT_LABEL not in labels or not isinstance(product, str) or not product or _MIG_INFIX in product:
+    if COUNT_LABEL not in labels or not isinstance(product, str) or not product or MIG_PRODUCT_INFIX in product:
         return None
     count = str(labels.get(COUNT_LABEL))
     if count.isdigit() and int(count) >= 1:

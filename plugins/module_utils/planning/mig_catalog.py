@@ -20,6 +20,7 @@ from typing import Tuple
 
 import re
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import (
     GpuModel,
     model_for_key,
@@ -33,8 +34,6 @@ _ALL_PREFIX = "all-"
 SINGLE = "single"
 MIXED = "mixed"
 STRATEGIES = (SINGLE, MIXED)
-FULL_GPU_RESOURCE = "nvidia.com/gpu"
-_MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 
 # Label values and resource names cannot hold '+': the device plugin and GFD write every '+' of
 # a profile as '.' ("1g.10gb+me" -> nvidia.com/mig-1g.10gb.me, "1g.24gb+me.all" ->
@@ -168,9 +167,9 @@ def resource_name(profile_name, strategy):
     Raises LayoutError for any other strategy.
     """
     if strategy == MIXED:
-        return _MIG_RESOURCE_PREFIX + label_safe_profile_name(profile_name)
+        return MIG_RESOURCE_PREFIX + label_safe_profile_name(profile_name)
     if strategy == SINGLE:
-        return FULL_GPU_RESOURCE
+        return GPU_RESOURCE
     raise LayoutError(
         "mig strategy %r is not one that advertises MIG devices (valid: %s)"
         % (strategy, ", ".join(STRATEGIES))

@@ -32,7 +32,6 @@ from typing import Tuple, Union
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import GpuModel
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import (
     ALL_DISABLED,
-    FULL_GPU_RESOURCE,
     MIXED,
     SINGLE,
     STRATEGIES,
@@ -40,6 +39,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_cata
     catalog_for,
     resource_name,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import GPU_RESOURCE
 
 ALL_DEVICES = "all"
 _ENTRY_KEYS = ("devices", "mig_enabled", "profiles")
@@ -127,7 +127,7 @@ def resources_for(model, layout, gpus_per_node, strategy):
     resources = {}
     for entry in gpus:
         if not entry.mig_enabled:
-            resources[FULL_GPU_RESOURCE] = resources.get(FULL_GPU_RESOURCE, 0) + 1
+            resources[GPU_RESOURCE] = resources.get(GPU_RESOURCE, 0) + 1
         for name, count in entry.profiles:
             resource = resource_name(name, strategy)
             resources[resource] = resources.get(resource, 0) + count

@@ -52,7 +52,8 @@ MONITORING_FIELD_MANAGER = COLLECTION + "/monitoring"
 TENANCY_FIELD_MANAGER = COLLECTION + "/tenancy"
 
 # --- NVIDIA node labels: GPU Feature Discovery (what a GPU node is) -------------------------------------------
-GFD_PREFIX = "nvidia.com/"
+# The domain of every label and extended resource NVIDIA's software writes.
+NVIDIA_PREFIX = "nvidia.com/"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 PRODUCT_LABEL = "nvidia.com/gpu.product"                # NVIDIA-H100-80GB-HBM3, +-MIG-<profile> under MIG single
 COUNT_LABEL = "nvidia.com/gpu.count"                    # physical GPUs, except under MIG strategy single
@@ -65,7 +66,8 @@ SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"  # none | time-slicin
 MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"          # single | mixed
 MPS_CAPABLE_LABEL = "nvidia.com/mps.capable"
-# Under MIG strategy single GFD writes the product as <model>-MIG-<profile>; shared GPUs get -SHARED.
+# GFD rewrites gpu.product under MIG strategy single (<model>-MIG-1g.10gb, or <model>-MIG-INVALID for mixed
+# geometry) and under time-slicing/MPS (<model>-SHARED), so a node's label names the same card in several spellings.
 MIG_PRODUCT_INFIX = "-MIG-"
 MIG_INVALID_SUFFIX = "-MIG-INVALID"
 SHARED_PRODUCT_SUFFIX = "-SHARED"

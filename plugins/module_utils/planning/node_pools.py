@@ -60,7 +60,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_mode
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import (
     ALL_DISABLED,
-    FULL_GPU_RESOURCE,
     MIXED,
     SINGLE,
     LayoutError,
@@ -73,12 +72,32 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_layo
     resources_for,
     validate_layout,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    COUNT_LABEL,
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    DRAINED_ANNOTATION,
+    GPU_COUNT_ANNOTATION,
+    GPU_RESOURCE,
     MACHINE_ANNOTATION,
+    MIG_CAPABLE_LABEL,
+    MIG_CONFIG_LABEL,
+    MIG_INVALID_SUFFIX,
+    MIG_PRODUCT_INFIX,
+    MIG_STATE_FAILED,
+    MIG_STATE_LABEL,
+    MIG_STATE_PENDING,
+    NVIDIA_PREFIX,
+    POOL_LABEL,
     PRODUCT_LABEL,
-    machineset_of,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_state import (
+    gpu_allocatable,
+    node_annotations,
     node_labels,
     node_name,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import (
+    machineset_of,
     pool_selects,
     resolve_pools,
     selector_matches,
@@ -112,26 +131,8 @@ __all__ = [
 # Strategies whose configs depend on the GPU: their nodes must carry GFD's labels.
 _GPU_STRATEGIES = (MIG, TIME_SLICING, MPS)
 
-POOL_LABEL = "kubegpu.io/node-pool"
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
-COUNT_LABEL = "nvidia.com/gpu.count"
-MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
-# Under MIG strategy single GFD writes the product as <model>-MIG-<profile> and gpu.count counts
-# MIG devices, not GPUs.
-_MIG_PRODUCT_INFIX = "-MIG-"
-_MIG_INVALID_SUFFIX = "-MIG-INVALID"
-# The physical GPU count, recorded on a node with its first change: GFD's gpu.count stops telling it
-# under MIG strategy single, and reads 0 while a node's labels say MIG-INVALID.
-GPU_COUNT_ANNOTATION = "kubegpu.io/gpu-count"
-# Set with the cordon of a drain, removed with the uncordon: a node cordoned by a run that was stopped
-# is recognised and uncordoned by the next one; a node someone else cordoned is left alone.
-DRAINED_ANNOTATION = "kubegpu.io/drained-for-mig-change"
-MIG_STATE_LABEL = "nvidia.com/mig.config.state"
-PENDING_STATE = "pending"
 # The name the roll-out gives the nodes no pool selects any more.
 RELEASED = "(released)"
-_GPU_RESOURCE_PREFIX = "nvidia.com/"
 
 
 @dataclass(frozen=True)
@@ -271,9 +272,9 @@ def _plan_pool(pool, nodes, existing_configs):
 def _node_facts(pool, node, existing_configs, warnings):
     """Return the _NodeFacts of a node in pool; refuses GPU-less or unknown GPUs where the strategy needs them."""
     name, labels = node_name(node), node_labels(node)
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    annotations = node_annotations(node)
     facts = dict(name=name, labels=labels, annotations=annotations, model=None, mig_capable=labels.get(MIG_CAPABLE_LABEL) == "true",
-                 gpus=None, allocatable_before=_gpu_allocatable(node))
+                 gpus=None, allocatable_before=gpu_allocatable(node))
     if pool.strategy == DRA:
         return _NodeFacts(**facts)
     product = labels.get(PRODUCT_LABEL)
@@ -340,7 +341,7 @@ def _allocatable_after(pool, node, layouts, mig_strategy):
         resources = _mig_resources(pool, node, layouts[node.model.key], mig_strategy)
         sharing = pool.time_slicing
     else:
-        resources = None if node.gpus is None else {FULL_GPU_RESOURCE: node.gpus}
+        resources = None if node.gpus is None else {GPU_RESOURCE: node.gpus}
         sharing = pool.time_slicing if pool.strategy == TIME_SLICING else pool.mps
     if resources is None:
         return None
@@ -373,7 +374,7 @@ def _mig_resource_names(layouts, mig_strategy):
     for layout in layouts.values():
         for entry in layout.entries:
             if not entry.mig_enabled:
-                names.add(FULL_GPU_RESOURCE)
+                names.add(GPU_RESOURCE)
             names.update(resource_name(profile, mig_strategy) for profile, dummy in entry.profiles)
     return sorted(names)
 
@@ -450,7 +451,7 @@ def _node_change(labels, node, after):
     mig_change = MIG_CONFIG_LABEL in labels
     state = node.labels.get(MIG_STATE_LABEL)
     resume = []
-    if not mig_change and state == PENDING_STATE:
+    if not mig_change and state == MIG_STATE_PENDING:
         resume.append("MIG change to %s still pending" % node.labels.get(MIG_CONFIG_LABEL))
     uncordon = DRAINED_ANNOTATION in node.annotations
     if uncordon:
@@ -464,7 +465,7 @@ def _node_change(labels, node, after):
     mig_step = dict((key, value) for key, value in labels.items() if key in (MIG_CONFIG_LABEL, POOL_LABEL)) \
         if mig_change else {}
     if mig_change:
-        mig_step[MIG_STATE_LABEL] = PENDING_STATE
+        mig_step[MIG_STATE_LABEL] = MIG_STATE_PENDING
     annotations = {}
     if labels and node.gpus and node.annotations.get(GPU_COUNT_ANNOTATION) != str(node.gpus):
         annotations[GPU_COUNT_ANNOTATION] = str(node.gpus)
@@ -477,7 +478,7 @@ def _node_change(labels, node, after):
         "mig_step": mig_step,
         "device_plugin_step": dict((key, value) for key, value in labels.items() if key not in mig_step),
         "annotations": annotations,
-        "wait_mig": mig_change or state == PENDING_STATE,
+        "wait_mig": mig_change or state == MIG_STATE_PENDING,
         "uncordon": uncordon,
         "resume": "; ".join(resume) or None,
     }
@@ -500,7 +501,7 @@ def _refuse_failed_again(pool_name, node, desired):
     value again would wait for a verdict that never comes.
     """
     wanted = desired.get(MIG_CONFIG_LABEL)
-    if wanted is None or node.labels.get(MIG_STATE_LABEL) != "failed" or node.labels.get(MIG_CONFIG_LABEL) != wanted:
+    if wanted is None or node.labels.get(MIG_STATE_LABEL) != MIG_STATE_FAILED or node.labels.get(MIG_CONFIG_LABEL) != wanted:
         return
     raise PoolError(
         "pool '%s': node '%s': mig-manager failed to apply %s (%s=failed), the config this run wants again, and "
@@ -533,8 +534,8 @@ def _plan_released(nodes):
             continue
         desired = _reclaimed_labels(labels)
         desired[POOL_LABEL] = None
-        facts = _NodeFacts(node_name(node), labels, (node.get("metadata") or {}).get("annotations") or {}, None,
-                           False, None, _gpu_allocatable(node))
+        facts = _NodeFacts(node_name(node), labels, node_annotations(node), None,
+                           False, None, gpu_allocatable(node))
         change = _node_change(_label_changes(desired, labels), facts, None)
         if change is None:
             continue
@@ -546,13 +547,6 @@ def _plan_released(nodes):
     names = sorted(changes)
     return {"nodes": names, "batch_size": 1, "batches": _chunks(names, 1), "node_changes": changes,
             "warnings": warnings}
-
-
-def _gpu_allocatable(node):
-    """Return the node's status.allocatable restricted to nvidia.com/ resources, as ints, keys sorted."""
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    return dict((name, int(value)) for name, value in sorted(allocatable.items())
-                if name.startswith(_GPU_RESOURCE_PREFIX) and str(value).isdigit())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -577,14 +571,14 @@ def _physical_gpus(labels, model, existing_configs, annotations=None):
         # Recorded from labels that told it: trusted over labels that may be midway (GFD paused while a MIG
         # change is pending keeps the old geometry's labels next to the new mig.config).
         return int(recorded)
-    if labels.get(MIG_STATE_LABEL) == PENDING_STATE:
+    if labels.get(MIG_STATE_LABEL) == MIG_STATE_PENDING:
         return None
     recorded = None
     count = str(labels.get(COUNT_LABEL, ""))
     product = labels.get(PRODUCT_LABEL, "")
-    if not count.isdigit() or product.endswith(_MIG_INVALID_SUFFIX):
+    if not count.isdigit() or product.endswith(MIG_INVALID_SUFFIX):
         return recorded
-    if _MIG_PRODUCT_INFIX not in product:
+    if MIG_PRODUCT_INFIX not in product:
         return int(count) or recorded
     geometry = _mig_geometry(model, labels.get(MIG_CONFIG_LABEL), existing_configs)
     gpus = _gpus_from_geometry(int(count), geometry) if geometry else None
@@ -736,6 +730,6 @@ def _uses_gpu(spec):
     for holder in holders:
         resources = holder.get("resources") or {}
         for kind in ("requests", "limits"):
-            if any(str(name).startswith(_GPU_RESOURCE_PREFIX) for name in resources.get(kind) or {}):
+            if any(str(name).startswith(NVIDIA_PREFIX) for name in resources.get(kind) or {}):
                 return True
     return False

@@ -35,27 +35,24 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_mode
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import LayoutError, catalog_for
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_layout import validate_layout
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    MACHINE_ANNOTATION,
+    PRODUCT_LABEL,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_state import (
+    node_annotations,
+    node_labels,
+    node_name,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
     MACHINE_API_NAMESPACE,
     PoolError,
 )
 
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-MACHINE_ANNOTATION = "machine.openshift.io/machine"
 _OVERLAP_NODES_SHOWN = 5
 # Machine names are <machineset>-<random suffix>; a suffix without '-' keeps machineset "gpu"
 # from claiming the machines of machineset "gpu-h100".
 _MACHINE_SUFFIX = re.compile(r"^[a-z0-9]+$")
-
-
-def node_name(node):
-    """Return a Node's metadata.name."""
-    return node["metadata"]["name"]
-
-
-def node_labels(node):
-    """Return a Node's labels, {} when it has none."""
-    return (node.get("metadata") or {}).get("labels") or {}
 
 
 def selector_matches(selector, labels):
@@ -86,7 +83,7 @@ def machineset_of(node):
     The annotation is openshift-machine-api/<machineset>-<suffix>; machines of another namespace
     are not MachineSet machines of the Machine API.
     """
-    machine = ((node.get("metadata") or {}).get("annotations") or {}).get(MACHINE_ANNOTATION, "")
+    machine = node_annotations(node).get(MACHINE_ANNOTATION, "")
     namespace, dummy, name = machine.partition("/")
     if namespace != MACHINE_API_NAMESPACE:
         return None

@@ -52,12 +52,12 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_p
     TIME_SLICING,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import STRATEGIES as MIG_STRATEGIES
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import MACHINE_API_NAMESPACE, NAME_PREFIX
 
 NONE = "none"
 STRATEGIES = (NONE, MIG, TIME_SLICING, MPS, DRA)
-MACHINE_API_NAMESPACE = "openshift-machine-api"
 # Configs (mig-parted and device plugin) named so are ours: replaced on every run, others kept.
-CONFIG_PREFIX = "kubegpu-"
+CONFIG_PREFIX = NAME_PREFIX
 # max_unavailable as a percentage of the pool's nodes; node_pools reads the number back.
 PERCENT = re.compile(r"^([0-9]+)%$")
 

@@ -33,14 +33,12 @@ __metaclass__ = type
 import hashlib
 import json
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DEVICE_PLUGIN_CONFIG_ANNOTATION
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
     MACHINE_API_NAMESPACE,
     PoolError,
 )
 
-RECORD_ANNOTATION = "kubegpu.io/device-plugin-config"
-RESTART_ANNOTATION = "kubegpu.io/device-plugin-config"
-DEVICE_PLUGIN_DAEMONSET = "nvidia-device-plugin-daemonset"
 
 
 def config_digest(data):
@@ -91,7 +89,7 @@ def plan_writes(plan, pools, observed, names):
         {"name": dp_name, "namespace": namespace, "data": plan["device_plugin_data"],
          "data_final": plan["device_plugin_data_final"]},
     ]
-    record = ((policy.get("metadata") or {}).get("annotations") or {}).get(RECORD_ANNOTATION)
+    record = ((policy.get("metadata") or {}).get("annotations") or {}).get(DEVICE_PLUGIN_CONFIG_ANNOTATION)
     pointer_changes = _spec_get(policy, "spec", "devicePlugin", "config", "name") != dp_name
     daemonset = observed.get("device_plugin_daemonset")
     if record != digest and not pointer_changes and daemonset is not None:
@@ -104,7 +102,7 @@ def plan_writes(plan, pools, observed, names):
     result["cluster_policy"] = {
         "name": policy["metadata"]["name"],
         "spec": {"migManager": {"config": {"name": mig_name}}, "devicePlugin": {"config": {"name": dp_name}}},
-        "annotations": {RECORD_ANNOTATION: digest},
+        "annotations": {DEVICE_PLUGIN_CONFIG_ANNOTATION: digest},
     }
     return result
 

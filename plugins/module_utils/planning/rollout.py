@@ -11,31 +11,39 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    MIG_MANAGER_DAEMONSET,
+    MIG_STATE_FAILED,
+    MIG_STATE_LABEL,
+    MIG_STATE_SUCCESS,
+    PAUSED_FOR_MIG_CHANGE,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_state import (
+    gpu_allocatable,
+    mig_config,
+    mig_state,
+    node_labels,
+    paused_operands,
+)
+
 DONE, PENDING, FAILED = "done", "pending", "failed"
-MIG_STATE = "nvidia.com/mig.config.state"
-
-
-def _allocatable(node):
-    alloc = ((node.get("status") or {}).get("allocatable")) or {}
-    return dict((k, int(v)) for k, v in alloc.items() if k.startswith("nvidia.com/") and str(v).isdigit())
 
 
 def node_progress(node, change):
     """(state, detail) of one node against its planned change ({labels, mig_change, allocatable_after})."""
-    labels = (node.get("metadata") or {}).get("labels") or {}
+    labels = node_labels(node)
     if change.get("mig_change"):
-        state = labels.get(MIG_STATE, "unknown")
-        paused = sorted(k.split("nvidia.com/gpu.deploy.", 1)[1] for k, v in labels.items()
-                        if k.startswith("nvidia.com/gpu.deploy.") and v == "paused-for-mig-change")
-        if state == "failed":
-            return FAILED, "{0}=failed (mig-manager could not apply {1}; see the nvidia-mig-manager pod log)".format(
-                MIG_STATE, labels.get("nvidia.com/mig.config"))
-        if state != "success":
-            detail = "{0}={1}".format(MIG_STATE, state)
+        state = mig_state(labels, "unknown")
+        paused = paused_operands(labels)
+        if state == MIG_STATE_FAILED:
+            return FAILED, "{0}={1} (mig-manager could not apply {2}; see the {3} pod log)".format(
+                MIG_STATE_LABEL, MIG_STATE_FAILED, mig_config(labels), MIG_MANAGER_DAEMONSET)
+        if state != MIG_STATE_SUCCESS:
+            detail = "{0}={1}".format(MIG_STATE_LABEL, state)
             if paused:
-                detail += ", operands paused-for-mig-change: " + ", ".join(paused)
+                detail += ", operands {0}: {1}".format(PAUSED_FOR_MIG_CHANGE, ", ".join(paused))
             return PENDING, detail
-    have = _allocatable(node)
+    have = gpu_allocatable(node)
     missing = ["{0} {1} of {2}".format(res, have.get(res, 0), want)
                for res, want in sorted((change.get("allocatable_after") or {}).items()) if have.get(res, 0) != want]
     if missing:

@@ -26,10 +26,15 @@ from collections.abc import Mapping
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.versions import parse_release
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    DEPLOY_PRE_INSTALLED,
+    DEPLOY_TRUE,
+    DRA_PLUGIN_LABEL,
+    DRA_PLUGIN_LABEL_VALUE,
+    DRIVER_DEPLOY_LABEL,
+)
 
 CHART_VERSION = "0.4.1"
-PLUGIN_LABEL = "nvidia.com/dra-kubelet-plugin"
-PLUGIN_LABEL_VALUE = "true"
 NEW_NAME = "dra-driver-nvidia-gpu"
 NEW_CHART = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
 OLD_NAME = "nvidia-dra-driver-gpu"
@@ -40,8 +45,7 @@ GPU_OPERATOR = "gpu-operator"
 HOST = "host"
 DRIVER_ROOTS = {GPU_OPERATOR: "/run/nvidia/driver", HOST: "/"}
 # nvidia.com/gpu.deploy.driver on a node: the operator's driver, or one found on the host.
-_DRIVER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.driver"
-_DEPLOY_LABEL_OWNER = {"true": GPU_OPERATOR, "pre-installed": HOST}
+_DEPLOY_LABEL_OWNER = {DEPLOY_TRUE: GPU_OPERATOR, DEPLOY_PRE_INSTALLED: HOST}
 
 # Calendar releases map onto the 0.x line the driver's gates are versioned in (25.3 -> 0.1,
 # 25.8 -> 0.2, 25.12 -> 0.3); 0.4 is the first release under the new name.
@@ -159,14 +163,14 @@ def driver_owner_from_nodes(nodes):
     owners = {}
     for node in nodes:
         labels = (node.get("metadata") or {}).get("labels") or {}
-        owner = _DEPLOY_LABEL_OWNER.get(labels.get(_DRIVER_DEPLOY_LABEL))
+        owner = _DEPLOY_LABEL_OWNER.get(labels.get(DRIVER_DEPLOY_LABEL))
         if owner is not None:
             owners.setdefault(owner, []).append(node["metadata"]["name"])
     if len(owners) > 1:
         raise DraError(
             "DRA nodes disagree on who installs the NVIDIA driver (%s): %s; the DRA driver has one nvidiaDriverRoot "
             "for every node: make the nodes alike, or set kubegpu_dra.driver.driver_owner"
-            % (_DRIVER_DEPLOY_LABEL, "; ".join("%s: %s" % (owner, ", ".join(sorted(names)))
+            % (DRIVER_DEPLOY_LABEL, "; ".join("%s: %s" % (owner, ", ".join(sorted(names)))
                                                for owner, names in sorted(owners.items())))
         )
     return next(iter(owners), None)
@@ -211,7 +215,7 @@ def driver_values(settings=None, kubernetes_version=None, needed_gates=None, ins
         "gpuResourcesEnabledOverride": True,
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": compute_domains}},
         "nvidiaDriverRoot": DRIVER_ROOTS[owner],
-        "kubeletPlugin": {"nodeSelector": {PLUGIN_LABEL: PLUGIN_LABEL_VALUE}},
+        "kubeletPlugin": {"nodeSelector": {DRA_PLUGIN_LABEL: DRA_PLUGIN_LABEL_VALUE}},
         "featureGates": gates,
     }
     if release["name_override"]:

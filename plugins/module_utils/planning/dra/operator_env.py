@@ -22,7 +22,7 @@ __metaclass__ = type
 
 import copy
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import PLUGIN_LABEL
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_PLUGIN_LABEL
 
 EVICTION_ENV = "NODE_LABEL_FOR_GPU_POD_EVICTION"
 ENV_PATH = "spec.driver.manager.env"
@@ -43,13 +43,13 @@ def eviction_env(env, wanted):
     env = list(env or [])
     index = next((i for i, e in enumerate(env) if isinstance(e, dict) and e.get("name") == EVICTION_ENV), None)
     if wanted:
-        entry = {"name": EVICTION_ENV, "value": PLUGIN_LABEL}
+        entry = {"name": EVICTION_ENV, "value": DRA_PLUGIN_LABEL}
         if index is None:
             return env + [entry]
-        if env[index].get("value") == PLUGIN_LABEL and set(env[index]) <= {"name", "value"}:
+        if env[index].get("value") == DRA_PLUGIN_LABEL and set(env[index]) <= {"name", "value"}:
             return None
         return env[:index] + [entry] + env[index + 1:]
-    if index is None or env[index].get("value") != PLUGIN_LABEL:
+    if index is None or env[index].get("value") != DRA_PLUGIN_LABEL:
         return None
     return env[:index] + env[index + 1:]
 

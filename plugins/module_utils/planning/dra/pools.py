@@ -19,21 +19,19 @@ __metaclass__ = type
 
 from collections.abc import Mapping
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import (
-    PLUGIN_LABEL,
-    PLUGIN_LABEL_VALUE,
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    DEPLOY_FALSE,
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    DRA_PLUGIN_LABEL,
+    DRA_PLUGIN_LABEL_VALUE,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import (
-    node_labels,
-    node_name,
-    pool_selects,
-)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_state import node_labels, node_name
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import pool_selects
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
 
 DRA = "dra"
 # The GPU Operator adds an operand's deploy label only where it is missing: "false" set by us keeps the
-# device plugin off that node, and removing it lets the operator put "true" back.
-DEVICE_PLUGIN_DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+# device plugin off that node (DEVICE_PLUGIN_DEPLOY_LABEL), and removing it lets the operator put "true" back.
 _SHOWN = 5
 
 
@@ -91,7 +89,7 @@ def check_resolved_pools(pools, selected, dra_labelled=()):
 
 def labelled_nodes(nodes):
     """Names of the nodes that carry the DRA kubelet plugin's label today."""
-    return sorted(node_name(node) for node in nodes if node_labels(node).get(PLUGIN_LABEL) == PLUGIN_LABEL_VALUE)
+    return sorted(node_name(node) for node in nodes if node_labels(node).get(DRA_PLUGIN_LABEL) == DRA_PLUGIN_LABEL_VALUE)
 
 
 def dra_pool_nodes(raw_pools, nodes):
@@ -117,10 +115,10 @@ def plan_node_labels(dra_pools, nodes):
     for node in sorted(nodes, key=node_name):
         name, labels = node_name(node), node_labels(node)
         if name in wanted:
-            desired = {PLUGIN_LABEL: PLUGIN_LABEL_VALUE, DEVICE_PLUGIN_DEPLOY_LABEL: "false"}
-        elif labels.get(PLUGIN_LABEL) == PLUGIN_LABEL_VALUE:
-            desired = {PLUGIN_LABEL: None}
-            if labels.get(DEVICE_PLUGIN_DEPLOY_LABEL) == "false":
+            desired = {DRA_PLUGIN_LABEL: DRA_PLUGIN_LABEL_VALUE, DEVICE_PLUGIN_DEPLOY_LABEL: DEPLOY_FALSE}
+        elif labels.get(DRA_PLUGIN_LABEL) == DRA_PLUGIN_LABEL_VALUE:
+            desired = {DRA_PLUGIN_LABEL: None}
+            if labels.get(DEVICE_PLUGIN_DEPLOY_LABEL) == DEPLOY_FALSE:
                 desired[DEVICE_PLUGIN_DEPLOY_LABEL] = None
         else:
             continue

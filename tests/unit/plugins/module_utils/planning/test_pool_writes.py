@@ -8,8 +8,10 @@ import pytest
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import plan_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    DEVICE_PLUGIN_CONFIG_ANNOTATION as RECORD_ANNOTATION,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import (
-    RECORD_ANNOTATION,
     config_digest,
     plan_writes,
 )

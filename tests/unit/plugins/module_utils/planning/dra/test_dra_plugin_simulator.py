@@ -13,12 +13,9 @@ from kubegpu_devcluster.simulators import dra_plugin  # pylint: disable=import-e
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     parse_claim_templates,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import (
-    PLUGIN_LABEL,
-    PLUGIN_LABEL_VALUE,
-    driver_values,
-)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import driver_values
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.matching import match_templates
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_PLUGIN_LABEL, DRA_PLUGIN_LABEL_VALUE
 
 GEOMETRY = "devcluster.kubegpu.io/mig-geometry"
 
@@ -26,7 +23,7 @@ GEOMETRY = "devcluster.kubegpu.io/mig-geometry"
 def gpu_node(name, model="H100-80GB", gpus=2, plugin=True, geometry=None, extra=None):
     labels = fleet.gpu_labels(model, gpus)
     if plugin:
-        labels["nvidia.com/dra-kubelet-plugin"] = "true"
+        labels[DRA_PLUGIN_LABEL] = DRA_PLUGIN_LABEL_VALUE
     labels.update(extra or {})
     annotations = {GEOMETRY: json.dumps(geometry)} if geometry is not None else {}
     return {"metadata": {"name": name, "uid": "uid-" + name, "labels": labels, "annotations": annotations}}
@@ -185,6 +182,6 @@ def test_claim_templates_match_what_the_simulator_publishes():
 
 
 def test_the_simulator_acts_on_the_label_the_chart_values_select():
-    assert (dra_plugin.PLUGIN_LABEL, "true") == (PLUGIN_LABEL, PLUGIN_LABEL_VALUE)
+    assert (dra_plugin.PLUGIN_LABEL, "true") == (DRA_PLUGIN_LABEL, DRA_PLUGIN_LABEL_VALUE)
     selector = driver_values({"driver_owner": "host"})["values"]["kubeletPlugin"]["nodeSelector"]
     assert selector == {dra_plugin.PLUGIN_LABEL: "true"}
