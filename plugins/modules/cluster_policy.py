@@ -169,13 +169,14 @@ progress:
 
 import time
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import FIELD_MANAGER, apply_object
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import apply_object
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import (
     ClusterError,
     DynamicApiError,
     describe_api_error,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import AUTO, detect_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import (
     CLUSTER_POLICY_API,
     KEEP_LIVE_DEFAULT,
@@ -197,21 +198,20 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_
     policy_status,
     readiness,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    FIELD_MANAGER,
+    GPU_OPERATOR_NAMESPACE_OPENSHIFT,
+    KUBERNETES,
+    OPENSHIFT,
+)
 
 POLL_SECONDS = 2.0
 CSV_API = "operators.coreos.com/v1alpha1"
 
 
-def detect_platform(module):
-    wanted = module.params["platform"]
-    if wanted != "auto":
-        return wanted
-    return "openshift" if module.cluster.get("config.openshift.io/v1", "ClusterVersion", "version") else "kubernetes"
-
-
 def base_policy(module, platform):
     """(default name, base spec, description of the base)."""
-    if platform == "kubernetes":
+    if platform == KUBERNETES:
         return KUBERNETES_DEFAULT_NAME, chart_spec(), "Helm chart defaults (gpu-operator values.yaml)"
     ns = module.params["csv_namespace"]
     csv = pick_operator_csv(module.cluster.list(CSV_API, "ClusterServiceVersion", namespace=ns))
@@ -267,7 +267,7 @@ class Reconcile(object):
         if self.cluster.resource(CLUSTER_POLICY_API, "ClusterPolicy") is None:
             raise PolicyError("the API server does not serve {0} ClusterPolicy: install the GPU Operator first".format(
                 CLUSTER_POLICY_API))
-        r["platform"] = detect_platform(self.module)
+        r["platform"] = detect_platform(self.cluster, self.module.params["platform"])
         default_name, base, r["base"] = base_policy(self.module, r["platform"])
         r["name"] = name = p["name"] or default_name
         policies = self.cluster.list(CLUSTER_POLICY_API, "ClusterPolicy")
@@ -357,8 +357,8 @@ def main():
     module = KubegpuModule(
         argument_spec={
             "name": {"type": "str"},
-            "platform": {"type": "str", "choices": ["auto", "openshift", "kubernetes"], "default": "auto"},
-            "csv_namespace": {"type": "str", "default": "nvidia-gpu-operator"},
+            "platform": {"type": "str", "choices": [AUTO, OPENSHIFT, KUBERNETES], "default": AUTO},
+            "csv_namespace": {"type": "str", "default": GPU_OPERATOR_NAMESPACE_OPENSHIFT},
             "settings": {"type": "dict", "default": {}},
             "keep_live_fields": {"type": "list", "elements": "str", "default": list(KEEP_LIVE_DEFAULT)},
             "nvidia_drivers": {"type": "list", "elements": "dict", "default": []},

@@ -97,20 +97,22 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
-    MANAGED_BY,
-    TEMPLATE_LABEL,
     parse_claim_templates,
     render_objects,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.matching import match_templates
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import GROUP, best_version
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    CLAIM_TEMPLATE_LABEL,
+    DRA_FIELD_MANAGER,
+    MANAGED_BY,
+)
 
-FIELD_MANAGER = "kubegpu.platform/dra"
 KINDS = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim")
 # Kinds whose spec the API server never lets change.
 IMMUTABLE_SPEC = ("ResourceClaimTemplate", "ResourceClaim")
-SELECTOR = ",".join(["%s=%s" % item for item in MANAGED_BY.items()] + [TEMPLATE_LABEL])
+SELECTOR = ",".join(["%s=%s" % item for item in MANAGED_BY.items()] + [CLAIM_TEMPLATE_LABEL])
 
 
 def key(obj):
@@ -140,7 +142,7 @@ def plan_writes(cluster, objects, ours):
     out = []
     for obj in objects:
         current = ours.get(key(obj))
-        change = apply_object(cluster, obj, True, current=current, current_known=True, field_manager=FIELD_MANAGER)
+        change = apply_object(cluster, obj, True, current=current, current_known=True, field_manager=DRA_FIELD_MANAGER)
         if not change.changed:
             continue
         replace = current is not None and obj["kind"] in IMMUTABLE_SPEC and any(
@@ -148,7 +150,7 @@ def plan_writes(cluster, objects, ours):
         if replace and obj["kind"] == "ResourceClaim":
             raise DraError("claim template '%s': the shared ResourceClaim %s/%s would change (%s), but a claim's spec "
                            "cannot change; delete it once no pod uses it, and run again"
-                           % (obj["metadata"]["labels"][TEMPLATE_LABEL], obj["metadata"]["namespace"],
+                           % (obj["metadata"]["labels"][CLAIM_TEMPLATE_LABEL], obj["metadata"]["namespace"],
                               obj["metadata"]["name"], ", ".join(change.fields)))
         out.append((obj, change, replace))
     return out
@@ -162,10 +164,10 @@ def validate(cluster, writes, namespaces):
         if replace or (namespace and namespace not in namespaces):
             continue
         try:
-            dry_run_apply(cluster, obj, FIELD_MANAGER)
+            dry_run_apply(cluster, obj, DRA_FIELD_MANAGER)
         except ClusterError as e:
             raise DraError("claim template '%s': the API server refused %s, so nothing was written: %s"
-                           % (obj["metadata"]["labels"][TEMPLATE_LABEL], title(obj), e))
+                           % (obj["metadata"]["labels"][CLAIM_TEMPLATE_LABEL], title(obj), e))
 
 
 def namespace_object(name):
@@ -188,14 +190,14 @@ def run(module):
         module.fail_json(msg=str(e), changed=False)
     wanted_namespaces = sorted(set(ns for t in templates for ns in t.namespaces) - namespaces)
     changes = [apply_object(cluster, namespace_object(ns), check, current=None, current_known=True,
-                            field_manager=FIELD_MANAGER) for ns in wanted_namespaces]
+                            field_manager=DRA_FIELD_MANAGER) for ns in wanted_namespaces]
     for obj, change, replace in writes:
         if replace:
             delete_object(cluster, ours[key(obj)], check)
             change.fields = ["(replaced: spec is immutable)"] + change.fields
         if not check:
             apply_object(cluster, obj, False, current=None if replace else ours.get(key(obj)), current_known=True,
-                         field_manager=FIELD_MANAGER)
+                         field_manager=DRA_FIELD_MANAGER)
         changes.append(change)
     wanted = set(key(obj) for obj in rendered["objects"])
     if module.params["prune"]:

@@ -110,11 +110,9 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.oper
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import GROUP, best_version
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import dra_pool_nodes, plan_node_labels
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import CLUSTER_POLICY_API
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_FIELD_MANAGER
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
-
-
-CLUSTER_POLICY_API = "nvidia.com/v1"
-FIELD_MANAGER = "kubegpu.platform/dra"
 
 
 def driver_manager_env(module, wanted):
@@ -148,7 +146,7 @@ def driver_manager_env(module, wanted):
         manager = live.setdefault("spec", {}).setdefault("driver", {}).setdefault("manager", {})
         manager["env"] = env
         return True
-    update_object(cluster, CLUSTER_POLICY_API, "ClusterPolicy", name, mutate, field_manager=FIELD_MANAGER)
+    update_object(cluster, CLUSTER_POLICY_API, "ClusterPolicy", name, mutate, field_manager=DRA_FIELD_MANAGER)
     return report, change
 
 

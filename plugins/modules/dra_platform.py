@@ -157,7 +157,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra impor
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
-    TEMPLATE_LABEL,
     device_class,
     needed_gates,
     parse_claim_templates,
@@ -172,9 +171,12 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.erro
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import OPENSHIFT, plan_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import dra_pool_nodes
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.scc import LABELS, scc_objects, service_accounts
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    CLAIM_TEMPLATE_LABEL,
+    DRA_FIELD_MANAGER,
+    DRIVER_DEPLOY_LABEL,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
-
-FIELD_MANAGER = "kubegpu.platform/dra"
 
 
 def validate_device_classes(cluster, templates, api_version):
@@ -182,11 +184,11 @@ def validate_device_classes(cluster, templates, api_version):
     for template in templates:
         obj = device_class(template, api_version)
         try:
-            dry_run_apply(cluster, obj, FIELD_MANAGER)
+            dry_run_apply(cluster, obj, DRA_FIELD_MANAGER)
         except ClusterError as e:
             raise DraError("claim template '%s': the API server refused its DeviceClass %s, so nothing was written: "
                            "%s (check the template's cel)"
-                           % (obj["metadata"]["labels"][TEMPLATE_LABEL], obj["metadata"]["name"], e))
+                           % (obj["metadata"]["labels"][CLAIM_TEMPLATE_LABEL], obj["metadata"]["name"], e))
 
 
 def plan_driver(module, nodes, dra_pools, templates, kubernetes_version):
@@ -198,8 +200,8 @@ def plan_driver(module, nodes, dra_pools, templates, kubernetes_version):
         if owner is None:
             owner = GPU_OPERATOR
             if names:
-                warnings.append("no DRA node says who installs the NVIDIA driver (nvidia.com/gpu.deploy.driver); "
-                                "assuming the GPU Operator (set kubegpu_dra.driver.driver_owner: host otherwise)")
+                warnings.append("no DRA node says who installs the NVIDIA driver (%s); assuming the GPU Operator "
+                                "(set kubegpu_dra.driver.driver_owner: host otherwise)" % DRIVER_DEPLOY_LABEL)
         settings["driver_owner"] = owner
     installed = installed_from_helm(module.params["installed_release"])
     driver = driver_values(settings, kubernetes_version, needed_gates(templates), installed)
@@ -212,7 +214,7 @@ def reconcile_scc(cluster, check, wanted, release):
     """Apply the privileged-SCC grant when wanted, else delete the one this module made. Returns Changes."""
     objects = scc_objects(release)
     if wanted:
-        return [apply_object(cluster, obj, check, field_manager=FIELD_MANAGER) for obj in objects]
+        return [apply_object(cluster, obj, check, field_manager=DRA_FIELD_MANAGER) for obj in objects]
     changes = []
     for obj in objects:
         live = cluster.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
@@ -235,7 +237,7 @@ def run(module):
             validate_device_classes(cluster, templates, plan["api_version"])
     except (DraError, PoolError) as e:
         module.fail_json(msg=str(e), requirements=list(getattr(e, "requirements", None) or []), changed=False)
-    changes = [apply_object(cluster, obj, check, field_manager=FIELD_MANAGER) for obj in plan["writes"]]
+    changes = [apply_object(cluster, obj, check, field_manager=DRA_FIELD_MANAGER) for obj in plan["writes"]]
     platform_changed = any(c.changed for c in changes)
     scc = plan["platform"] == OPENSHIFT and bool(dra_pools) and module.params["openshift_scc"]
     changes += reconcile_scc(cluster, check, scc, driver["release"])

@@ -85,22 +85,14 @@ serving:
 """
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import TEMPLATE_LABEL
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import platform_info
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.summary import dra_summary
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_summary import (
     gpu_operator_status,
     summarize_gpu_nodes,
     summarize_pools,
 )
-
-
-def platform_info(cluster):
-    cv = cluster.get("config.openshift.io/v1", "ClusterVersion", "version")
-    kube = cluster.server_version()
-    if cv is not None:
-        version = ((cv.get("status") or {}).get("desired") or {}).get("version")
-        return {"name": "openshift", "version": version, "kubernetes_version": kube}
-    return {"name": "kubernetes", "version": kube, "kubernetes_version": kube}
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import CLAIM_TEMPLATE_LABEL
 
 
 def dra_info(cluster):
@@ -112,8 +104,8 @@ def dra_info(cluster):
     slices = cluster.list(api, "ResourceSlice")
     ours = [dict(obj, kind=kind) for kind, items in (
         ("DeviceClass", classes),
-        ("ResourceClaimTemplate", cluster.list(api, "ResourceClaimTemplate", label_selector=TEMPLATE_LABEL)),
-        ("ResourceClaim", cluster.list(api, "ResourceClaim", label_selector=TEMPLATE_LABEL))) for obj in items]
+        ("ResourceClaimTemplate", cluster.list(api, "ResourceClaimTemplate", label_selector=CLAIM_TEMPLATE_LABEL)),
+        ("ResourceClaim", cluster.list(api, "ResourceClaim", label_selector=CLAIM_TEMPLATE_LABEL))) for obj in items]
     return dict({
         "served_versions": versions,
         "device_classes": sorted(d["metadata"]["name"] for d in classes),

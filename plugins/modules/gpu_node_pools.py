@@ -154,22 +154,23 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait impo
     wait_for_nodes,
     wait_for_operand_configs,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import CLUSTER_POLICY_API
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    DEVICE_PLUGIN_CONFIG_ANNOTATION,
+    DEVICE_PLUGIN_DAEMONSET,
+    MACHINE_API_NAMESPACE,
+    MIG_MANAGER_DAEMONSET,
+    NODE_POOLS_FIELD_MANAGER,
+    POOL_LABEL,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import (
     RELEASED,
     check_gpu_pods,
     plan_pools,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import (
-    DEVICE_PLUGIN_DAEMONSET,
-    RESTART_ANNOTATION,
-    plan_writes,
-)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import plan_writes
 
-POOL_LABEL = "kubegpu.io/node-pool"
-# Our own field manager: the cluster_policy module owns the rest of the ClusterPolicy under another.
-FIELD_MANAGER = "kubegpu.platform/node-pools"
-MIG_MANAGER_DAEMONSET = "nvidia-mig-manager"
 MACHINESET_API = "machine.openshift.io/v1beta1"
 NOTHING_WRITTEN = " Nothing was written."
 
@@ -177,7 +178,7 @@ NOTHING_WRITTEN = " Nothing was written."
 def observe(module):
     """Everything the plan needs, read with list calls (none per node) and one GET of the device plugin DaemonSet."""
     cluster = module.cluster
-    policies = cluster.list("nvidia.com/v1", "ClusterPolicy")
+    policies = cluster.list(CLUSTER_POLICY_API, "ClusterPolicy")
     if not policies:
         raise ClusterError("no ClusterPolicy found: install the GPU Operator first (playbook "
                            "kubegpu.platform.gpu_operator), then share GPUs per pool")
@@ -189,7 +190,7 @@ def observe(module):
     configmaps = dict((c["metadata"]["name"], c) for c in cluster.list("v1", "ConfigMap", namespace=namespace))
     machinesets = None
     if cluster.resource(MACHINESET_API, "MachineSet") is not None:
-        machinesets = cluster.list(MACHINESET_API, "MachineSet", namespace="openshift-machine-api")
+        machinesets = cluster.list(MACHINESET_API, "MachineSet", namespace=MACHINE_API_NAMESPACE)
     return {
         "policy": policy, "namespace": namespace, "configmaps": configmaps,
         "nodes": cluster.list("v1", "Node"), "machinesets": machinesets,
@@ -205,7 +206,7 @@ def reconcile_configuration(module, seen, objects):
     for cm in objects["configmaps"]:
         changes.append(apply_configmap(cluster, cm["name"], cm["namespace"], cm["data"], check,
                                        current=seen["configmaps"].get(cm["name"]), current_known=True,
-                                       field_manager=FIELD_MANAGER))
+                                       field_manager=NODE_POOLS_FIELD_MANAGER))
     restart = objects["device_plugin_restart"]
     if restart:
         # A value that changes on every restart: the pods restart even if an earlier, stopped run wrote this digest.
@@ -213,21 +214,21 @@ def reconcile_configuration(module, seen, objects):
         changes.append(apply_object(cluster, {
             "apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": {"name": restart["daemonset"], "namespace": restart["namespace"]},
-            "spec": {"template": {"metadata": {"annotations": {RESTART_ANNOTATION: stamp}}}}},
-            check, current=seen["device_plugin_daemonset"], current_known=True, field_manager=FIELD_MANAGER))
+            "spec": {"template": {"metadata": {"annotations": {DEVICE_PLUGIN_CONFIG_ANNOTATION: stamp}}}}},
+            check, current=seen["device_plugin_daemonset"], current_known=True, field_manager=NODE_POOLS_FIELD_MANAGER))
     policy = objects["cluster_policy"]
     if policy:
         changes.append(apply_object(cluster, {
-            "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+            "apiVersion": CLUSTER_POLICY_API, "kind": "ClusterPolicy",
             "metadata": {"name": policy["name"], "annotations": policy["annotations"]}, "spec": policy["spec"]},
-            check, current=seen["policy"], current_known=True, field_manager=FIELD_MANAGER))
+            check, current=seen["policy"], current_known=True, field_manager=NODE_POOLS_FIELD_MANAGER))
     by_name = dict((m["metadata"]["name"], m) for m in seen["machinesets"] or [])
     for ms in objects["machinesets"]:
         changes.append(apply_object(cluster, {
             "apiVersion": MACHINESET_API, "kind": "MachineSet",
             "metadata": {"name": ms["name"], "namespace": ms["namespace"]},
             "spec": {"template": {"spec": {"metadata": {"labels": ms["labels"]}}}}},
-            check, current=by_name.get(ms["name"]), current_known=True, field_manager=FIELD_MANAGER))
+            check, current=by_name.get(ms["name"]), current_known=True, field_manager=NODE_POOLS_FIELD_MANAGER))
     return changes
 
 
@@ -415,7 +416,7 @@ def run(module):
         for cm in plan["objects"]["configmaps"]:
             if cm["data_final"] != cm["data"]:
                 changes.append(apply_configmap(module.cluster, cm["name"], cm["namespace"], cm["data_final"],
-                                               module.check_mode, field_manager=FIELD_MANAGER))
+                                               module.check_mode, field_manager=NODE_POOLS_FIELD_MANAGER))
     result = {"changed": any(c.changed for c in changes), "plan": plan, "rollout": rollout,
               "changes": [c.as_dict() for c in changes if c.changed]}
     if module._diff:

@@ -21,9 +21,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
     NotFoundError,
     describe_api_error,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import FIELD_MANAGER
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import differences, merged, pick
-
-FIELD_MANAGER = "kubegpu.platform"
 
 
 class Change(object):

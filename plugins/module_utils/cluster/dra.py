@@ -9,22 +9,26 @@ __metaclass__ = type
 import time
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import (
+    OPENSHIFT_CONFIG_API,
+    cluster_version,
+    openshift_release,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import GROUP
-
-OPENSHIFT_CONFIG = "config.openshift.io/v1"
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_DRIVER
 
 
 def platform_facts(cluster):
     """Discovery of resource.k8s.io, /version, and on OpenShift the ClusterVersion, FeatureGate and Scheduler."""
     facts = {"served_versions": cluster.served_versions(GROUP), "kubernetes_version": cluster.server_version(),
              "openshift_version": None, "feature_set": None, "scheduler_dra": None}
-    version = cluster.get(OPENSHIFT_CONFIG, "ClusterVersion", "version")
+    version = cluster_version(cluster)
     if version is None:
         return facts
-    facts["openshift_version"] = ((version.get("status") or {}).get("desired") or {}).get("version")
-    gate = cluster.get(OPENSHIFT_CONFIG, "FeatureGate", "cluster") or {}
+    facts["openshift_version"] = openshift_release(version)
+    gate = cluster.get(OPENSHIFT_CONFIG_API, "FeatureGate", "cluster") or {}
     facts["feature_set"] = (gate.get("spec") or {}).get("featureSet") or ""
-    scheduler = cluster.get(OPENSHIFT_CONFIG, "Scheduler", "cluster") or {}
+    scheduler = cluster.get(OPENSHIFT_CONFIG_API, "Scheduler", "cluster") or {}
     facts["scheduler_dra"] = ((scheduler.get("spec") or {}).get("profileCustomizations") or {}).get(
         "dynamicResourceAllocation")
     return facts
@@ -53,7 +57,7 @@ def wait_for_slices(cluster, api_version, nodes, timeout, interval=1.0, clock=ti
         devices = {}
         for item in cluster.list(api_version, "ResourceSlice"):
             spec = item.get("spec") or {}
-            if spec.get("driver") == "gpu.nvidia.com" and spec.get("nodeName") in nodes:
+            if spec.get("driver") == DRA_DRIVER and spec.get("nodeName") in nodes:
                 devices[spec["nodeName"]] = devices.get(spec["nodeName"], 0) + len(spec.get("devices") or [])
         missing = sorted(set(nodes) - set(devices))
         if not missing:

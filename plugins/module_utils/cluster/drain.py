@@ -20,11 +20,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
     NotFoundError,
     describe_api_error,
 )
-
-
-# Set with the cordon, removed with the uncordon: the next run recognises a node that a stopped run left
-# cordoned, and leaves alone a node someone else cordoned.
-DRAINED_ANNOTATION = "kubegpu.io/drained-for-mig-change"
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRAINED_ANNOTATION
 
 
 def drain_node(cluster, node, pods, timeout, interval=1.0):

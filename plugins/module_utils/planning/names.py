@@ -103,6 +103,10 @@ PCI_PRESENT_LABELS = ("feature.node.kubernetes.io/pci-10de.present",
                       "feature.node.kubernetes.io/pci-0302_10de.present",
                       "feature.node.kubernetes.io/pci-0300_10de.present")
 
+# --- Platforms (kubegpu_platform) ----------------------------------------------------------------------------------
+OPENSHIFT = "openshift"
+KUBERNETES = "kubernetes"
+
 # --- OpenShift ----------------------------------------------------------------------------------------------------
 MACHINE_ANNOTATION = "machine.openshift.io/machine"     # on a node: <namespace>/<machine>
 MACHINE_API_NAMESPACE = "openshift-machine-api"

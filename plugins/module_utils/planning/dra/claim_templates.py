@@ -49,13 +49,13 @@ from typing import Optional, Tuple
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.quantity import SUFFIXES, parse_quantity
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.selectors import (
-    DRIVER,
     attribute_in,
     attribute_is,
     capacity_at_least,
     cel,
     driver_is,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import CLAIM_TEMPLATE_LABEL, DRA_DRIVER, MANAGED_BY
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import (
     MODELS,
     UnknownGpuError,
@@ -77,8 +77,6 @@ V1BETA1 = "resource.k8s.io/v1beta1"
 API_VERSIONS = (API_VERSION, "resource.k8s.io/v1beta2", V1BETA1)
 CONFIG_API_VERSION = "resource.nvidia.com/v1beta1"
 CLASS_PREFIX = "kubegpu-"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "kubegpu.platform"}
-TEMPLATE_LABEL = "kubegpu.io/claim-template"
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 
 GPU = "gpu"
@@ -149,7 +147,7 @@ class ClaimTemplate:
 
     def terms(self):
         """Return the selector (selectors.Term tuple) a device must satisfy."""
-        terms = [driver_is(DRIVER), attribute_is("type", self.device)]
+        terms = [driver_is(DRA_DRIVER), attribute_is("type", self.device)]
         if self.mig_profile:
             terms.append(attribute_is("profile", self.mig_profile))
         if self.products:
@@ -408,7 +406,7 @@ def opaque_config(template):
 
 
 def _labels(template):
-    return dict(MANAGED_BY, **{TEMPLATE_LABEL: template.name})
+    return dict(MANAGED_BY, **{CLAIM_TEMPLATE_LABEL: template.name})
 
 
 def device_class(template, api_version=API_VERSION):
@@ -419,7 +417,7 @@ def device_class(template, api_version=API_VERSION):
         spec["selectors"].append({"cel": {"expression": template.cel}})
     config = opaque_config(template)
     if config is not None:
-        spec["config"] = [{"opaque": {"driver": DRIVER, "parameters": config}}]
+        spec["config"] = [{"opaque": {"driver": DRA_DRIVER, "parameters": config}}]
     return {"apiVersion": api_version, "kind": "DeviceClass",
             "metadata": {"name": template.class_name, "labels": _labels(template)}, "spec": spec}
 

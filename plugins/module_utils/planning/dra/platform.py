@@ -37,12 +37,11 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.vers
     parse_release,
     release_text,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import KUBERNETES, OPENSHIFT
 
 GROUP = "resource.k8s.io"
 # Discovery order: the newest version served is the one to write.
 VERSIONS = ("v1", "v1beta2", "v1beta1")
-OPENSHIFT = "openshift"
-KUBERNETES = "kubernetes"
 
 TECH_PREVIEW = "TechPreviewNoUpgrade"
 CUSTOM = "CustomNoUpgrade"

@@ -22,13 +22,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import NEW_NAME
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import MANAGED_BY, PART_OF_LABEL
 
 NAME = "kubegpu-dra-driver-privileged-scc"
 RBAC_API = "rbac.authorization.k8s.io/v1"
 SCC_GROUP = "security.openshift.io"
 SCC = "privileged"
 SERVICE_ACCOUNT_SUFFIXES = ("controller", "kubeletplugin")
-LABELS = {"app.kubernetes.io/managed-by": "kubegpu.platform", "app.kubernetes.io/part-of": "kubegpu-dra"}
+LABELS = dict(MANAGED_BY, **{PART_OF_LABEL: "kubegpu-dra"})
 
 
 def chart_fullname(release_name, name_override=None):

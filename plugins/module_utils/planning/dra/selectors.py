@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.quantity import parse_quantity
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_DRIVER
 
-DRIVER = "gpu.nvidia.com"
 DRIVER_IS = "driver"
 ATTRIBUTE_IS = "attribute-is"
 ATTRIBUTE_IN = "attribute-in"
@@ -43,7 +43,7 @@ class Term:
     """One condition on a device.
 
     kind: driver, attribute-is, attribute-in or capacity-at-least.
-    name: the attribute or capacity name, in the domain of DRIVER ("" for driver).
+    name: the attribute or capacity name, in the domain of DRA_DRIVER ("" for driver).
     value: the driver name, the attribute's value, a tuple of values, or a quantity text.
     """
 
@@ -52,7 +52,7 @@ class Term:
     value: Any = None
 
 
-def driver_is(driver=DRIVER):
+def driver_is(driver=DRA_DRIVER):
     return Term(DRIVER_IS, "", driver)
 
 
@@ -81,13 +81,13 @@ def _cel_term(term):
     if term.kind == DRIVER_IS:
         return "device.driver == %s" % _literal(term.value)
     if term.kind == ATTRIBUTE_IS:
-        return "device.attributes[%s].%s == %s" % (_literal(DRIVER), term.name, _literal(term.value))
+        return "device.attributes[%s].%s == %s" % (_literal(DRA_DRIVER), term.name, _literal(term.value))
     if term.kind == ATTRIBUTE_IN:
         return "device.attributes[%s].%s in [%s]" % (
-            _literal(DRIVER), term.name, ", ".join(_literal(value) for value in term.value))
+            _literal(DRA_DRIVER), term.name, ", ".join(_literal(value) for value in term.value))
     if term.kind == CAPACITY_AT_LEAST:
         return "device.capacity[%s].%s.compareTo(quantity(%s)) >= 0" % (
-            _literal(DRIVER), term.name, _literal(term.value))
+            _literal(DRA_DRIVER), term.name, _literal(term.value))
     raise ValueError("unknown selector term %r" % (term,))
 
 
@@ -100,11 +100,11 @@ def _matches(term, device, driver):
     if term.kind == DRIVER_IS:
         return driver == term.value
     if term.kind == ATTRIBUTE_IS:
-        return attribute(device, driver, DRIVER, term.name) == term.value
+        return attribute(device, driver, DRA_DRIVER, term.name) == term.value
     if term.kind == ATTRIBUTE_IN:
-        return attribute(device, driver, DRIVER, term.name) in term.value
+        return attribute(device, driver, DRA_DRIVER, term.name) in term.value
     if term.kind == CAPACITY_AT_LEAST:
-        have = parse_quantity(capacity(device, driver, DRIVER, term.name))
+        have = parse_quantity(capacity(device, driver, DRA_DRIVER, term.name))
         return have is not None and have >= parse_quantity(term.value)
     raise ValueError("unknown selector term %r" % (term,))
 

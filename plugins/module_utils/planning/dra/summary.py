@@ -7,9 +7,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import TEMPLATE_LABEL
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import CLAIM_TEMPLATE_LABEL
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.matching import node_devices
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.selectors import DRIVER
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_DRIVER
 
 
 def dra_summary(resource_slices, objects):
@@ -18,12 +18,12 @@ def dra_summary(resource_slices, objects):
     objects: the DeviceClasses, ResourceClaimTemplates and ResourceClaims labelled kubegpu.io/claim-template,
     each with its kind. claims are "<Kind> <namespace>/<name>", sorted.
     """
-    nodes = dict((node, len([d for driver, d in devices if driver == DRIVER]))
+    nodes = dict((node, len([d for driver, d in devices if driver == DRA_DRIVER]))
                  for node, devices in node_devices(resource_slices).items())
     templates = {}
     for obj in objects:
         meta = obj.get("metadata") or {}
-        name = (meta.get("labels") or {}).get(TEMPLATE_LABEL)
+        name = (meta.get("labels") or {}).get(CLAIM_TEMPLATE_LABEL)
         if not name:
             continue
         entry = templates.setdefault(name, {"name": name, "device_class": None, "claims": []})
