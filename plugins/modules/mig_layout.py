@@ -138,6 +138,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_poo
     YAML_IMPORT_ERROR,
     mig_parted_yaml,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import PRODUCT_LABEL
 
 ARGUMENT_SPEC = {
     "gpu": {"type": "str", "required": True},
@@ -158,8 +159,8 @@ def gpu_model(gpu):
         return model_for_product(gpu)
     except UnknownGpuError:
         raise UnknownGpuError(
-            "gpu is %r, neither a GPU model key (valid: %s) nor a known nvidia.com/gpu.product label (valid: %s)"
-            % (gpu, ", ".join(model.key for model in MODELS),
+            "gpu is %r, neither a GPU model key (valid: %s) nor a known %s label (valid: %s)"
+            % (gpu, ", ".join(model.key for model in MODELS), PRODUCT_LABEL,
                ", ".join(product for model in MODELS for product in model.products))
         ) from None
 

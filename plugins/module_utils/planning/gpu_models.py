@@ -354,15 +354,15 @@ def model_for_product(product_label):
     """
     if not isinstance(product_label, str) or not product_label:
         raise UnknownGpuError(
-            "nvidia.com/gpu.product is %r, expected a GFD product label such as %s"
-            % (product_label, MODELS[0].product)
+            "%s is %r, expected a GFD product label such as %s"
+            % (PRODUCT_LABEL, product_label, MODELS[0].product)
         )
     model = _BY_PRODUCT.get(base_product(product_label))
     if model is None:
         raise UnknownGpuError(
-            "unknown GPU product '%s' (nvidia.com/gpu.product); known products: %s; "
+            "unknown GPU product '%s' (%s); known products: %s; "
             "add the model to plugins/module_utils/planning/gpu_models.py"
-            % (product_label, ", ".join(sorted(_BY_PRODUCT)))
+            % (product_label, PRODUCT_LABEL, ", ".join(sorted(_BY_PRODUCT)))
         )
     return model
 

@@ -20,7 +20,7 @@ from typing import Tuple
 
 import re
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import GPU_RESOURCE, MIG_CAPABLE_LABEL, MIG_RESOURCE_PREFIX
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import (
     GpuModel,
     model_for_key,
@@ -188,7 +188,8 @@ def catalog_for(model):
     if catalog is not None:
         return catalog
     if not model.mig_capable:
-        source = "" if getattr(model, "catalogued", True) else " (GPU Feature Discovery: nvidia.com/mig.capable is not true)"
+        source = "" if getattr(model, "catalogued", True) else \
+            " (GPU Feature Discovery: %s is not true)" % MIG_CAPABLE_LABEL
         raise LayoutError(
             "%s is not MIG-capable%s; only %s applies (share it with strategy time-slicing or mps "
             "instead; MIG-capable models: %s)"

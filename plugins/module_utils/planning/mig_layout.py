@@ -39,7 +39,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_cata
     catalog_for,
     resource_name,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import GPU_RESOURCE
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import GPU_RESOURCE, MIG_CONFIG_LABEL
 
 ALL_DEVICES = "all"
 _ENTRY_KEYS = ("devices", "mig_enabled", "profiles")
@@ -147,8 +147,8 @@ def render_mig_parted_config(configs, device_filter=False):
     for name, layout in configs.items():
         if not isinstance(name, str) or not _LABEL_VALUE.match(name):
             raise LayoutError(
-                "mig config name %r cannot be a value of label nvidia.com/mig.config: expected "
-                "1-63 of A-Z a-z 0-9 - _ . starting and ending with a letter or digit" % (name,)
+                "mig config name %r cannot be a value of label %s: expected "
+                "1-63 of A-Z a-z 0-9 - _ . starting and ending with a letter or digit" % (name, MIG_CONFIG_LABEL)
             )
         if not isinstance(layout, MigLayout):
             raise LayoutError(

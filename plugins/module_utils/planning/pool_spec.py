@@ -52,7 +52,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_p
     TIME_SLICING,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import STRATEGIES as MIG_STRATEGIES
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import MACHINE_API_NAMESPACE, NAME_PREFIX
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import GPU_PRESENT_LABEL, MACHINE_API_NAMESPACE, NAME_PREFIX
 
 NONE = "none"
 STRATEGIES = (NONE, MIG, TIME_SLICING, MPS, DRA)
@@ -226,7 +226,7 @@ def _parse_selector(subject, selector):
     if not labels and not expressions:
         raise PoolError(
             "%s: selector is empty; an empty selector takes every node of the cluster (give matchLabels or "
-            "matchExpressions, e.g. {key: nvidia.com/gpu.present, operator: Exists})" % subject
+            "matchExpressions, e.g. {key: %s, operator: Exists})" % (subject, GPU_PRESENT_LABEL)
         )
     return {"matchLabels": labels, "matchExpressions": expressions}
 

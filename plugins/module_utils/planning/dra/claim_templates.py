@@ -55,7 +55,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.sele
     cel,
     driver_is,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import CLAIM_TEMPLATE_LABEL, DRA_DRIVER, MANAGED_BY
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import CLAIM_TEMPLATE_LABEL, DRA_DRIVER, MANAGED_BY, PRODUCT_LABEL
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import (
     MODELS,
     UnknownGpuError,
@@ -298,9 +298,9 @@ def _parse_products(subject, products):
         model = _model(product)
         if model is None:
             raise DraError(
-                "%s: products: %r is not a GPU this collection knows; give a model (%s), a nvidia.com/gpu.product "
+                "%s: products: %r is not a GPU this collection knows; give a model (%s), a %s "
                 "label (e.g. NVIDIA-H100-80GB-HBM3) or the productName the DRA driver publishes (e.g. NVIDIA H100 "
-                "80GB HBM3)" % (subject, product, _known_products()))
+                "80GB HBM3)" % (subject, product, _known_products(), PRODUCT_LABEL))
         if model not in models:
             models.append(model)
     names = []

@@ -73,10 +73,11 @@ def check_dra_overlap(pool_nodes, dra_labelled=()):
         shared = labelled & other_nodes
         if shared:
             raise PoolError(
-                "pool '%s' (strategy %s) takes node%s %s, which carr%s nvidia.com/dra-kubelet-plugin=true: the DRA "
+                "pool '%s' (strategy %s) takes node%s %s, which carr%s %s=%s: the DRA "
                 "driver runs there; put the node%s in a dra pool, or remove the label once no DRA claim uses %s"
                 % (other, strategy, "s" if len(shared) > 1 else "", _listed(shared),
-                   "y" if len(shared) > 1 else "ies", "s" if len(shared) > 1 else "",
+                   "y" if len(shared) > 1 else "ies", DRA_PLUGIN_LABEL, DRA_PLUGIN_LABEL_VALUE,
+                   "s" if len(shared) > 1 else "",
                    "them" if len(shared) > 1 else "it"))
     return dict((name, sorted(nodes)) for name, dummy, nodes in dra)
 
