@@ -11,6 +11,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_
     sharing_state,
     summarize_gpu_nodes,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import POOL_LABEL
 
 
 def node(name, labels, allocatable=None):
@@ -115,11 +116,11 @@ def test_operator_absent():
 def test_pools_sum_capacity_per_pool_label():
     from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_summary import summarize_pools
     nodes = [
-        node("h1", dict(H100, **{"kubegpu.io/node-pool": "llm", "nvidia.com/mig.config": "kubegpu-llm-1"}),
+        node("h1", dict(H100, **{POOL_LABEL: "llm", "nvidia.com/mig.config": "kubegpu-llm-1"}),
              {"nvidia.com/mig-1g.10gb": "16", "nvidia.com/gpu": "0"}),
-        node("h2", dict(H100, **{"kubegpu.io/node-pool": "llm", "nvidia.com/mig.config": "kubegpu-llm-1",
+        node("h2", dict(H100, **{POOL_LABEL: "llm", "nvidia.com/mig.config": "kubegpu-llm-1",
                                  "nvidia.com/mig.config.state": "pending"}), {"nvidia.com/mig-1g.10gb": "0"}),
-        node("l1", {"kubegpu.io/node-pool": "embed", "nvidia.com/gpu.product": "NVIDIA-L40S-SHARED",
+        node("l1", {POOL_LABEL: "embed", "nvidia.com/gpu.product": "NVIDIA-L40S-SHARED",
                     "nvidia.com/gpu.sharing-strategy": "time-slicing"}, {"nvidia.com/gpu": "16"}),
         node("free", H100, {"nvidia.com/gpu": "8"}),
     ]

@@ -12,14 +12,14 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning import node_pools, pool_selection, pool_spec
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning import names, node_pools, pool_selection, pool_spec
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import (
     check_gpu_pods,
     plan_pools,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
 
-POOL = "kubegpu.io/node-pool"
+POOL = names.POOL_LABEL
 MIG = "nvidia.com/mig.config"
 DP = "nvidia.com/device-plugin.config"
 STATE = "nvidia.com/mig.config.state"

@@ -6,17 +6,18 @@ __metaclass__ = type
 
 import pytest
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning import names
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import plan_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
 
 from pool_builders import H100, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
 
-POOL = "kubegpu.io/node-pool"
-MIG = "nvidia.com/mig.config"
-DP = "nvidia.com/device-plugin.config"
-STATE = "nvidia.com/mig.config.state"
-COUNT = "kubegpu.io/gpu-count"
-DRAINED = "kubegpu.io/drained-for-mig-change"
+POOL = names.POOL_LABEL
+MIG = names.MIG_CONFIG_LABEL
+DP = names.DEVICE_PLUGIN_CONFIG_LABEL
+STATE = names.MIG_STATE_LABEL
+COUNT = names.GPU_COUNT_ANNOTATION
+DRAINED = names.DRAINED_ANNOTATION
 MIXED = {"strategy": "mig", "mig": {"layout": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}}
 MIXED_ALLOCATABLE = {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "16", "nvidia.com/mig-2g.20gb": "8",
                      "nvidia.com/mig-3g.40gb": "8"}

@@ -10,6 +10,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_poo
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     DEVICE_PLUGIN_CONFIG_ANNOTATION as RECORD_ANNOTATION,
+    POOL_LABEL,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import (
     config_digest,
@@ -106,7 +107,7 @@ def test_no_daemonset_no_restart():
 
 def test_old_keys_kept_for_the_roll_out_do_not_change_the_digest():
     old = {"kubegpu-p-0badc0de": "version: v1\n"}
-    labels = {"pool": "p", "kubegpu.io/node-pool": "p", "nvidia.com/device-plugin.config": "kubegpu-p-0badc0de"}
+    labels = {"pool": "p", POOL_LABEL: "p", "nvidia.com/device-plugin.config": "kubegpu-p-0badc0de"}
     nodes = [node("a", product=L40S, count=4, labels=labels)]
     plan, result = writes([raw_pool("p", sharing=TS)], nodes, policy(True, None),
                           {NAMES["device_plugin_configmap"]: {"data": old}})

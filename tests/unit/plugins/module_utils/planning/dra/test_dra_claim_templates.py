@@ -14,6 +14,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.clai
     render_objects,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import CLAIM_TEMPLATE_LABEL, MANAGED_BY
 
 GPU_CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
 MIG_CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
@@ -130,7 +131,7 @@ def test_refused(entries, fragments):
 # rendering: one example per form
 # ---------------------------------------------------------------------------------------------
 
-LABELS = {"app.kubernetes.io/managed-by": "kubegpu.platform", "kubegpu.io/claim-template": "gpu-40g"}
+LABELS = dict(MANAGED_BY, **{CLAIM_TEMPLATE_LABEL: "gpu-40g"})
 
 
 def test_render_by_memory():

@@ -5,8 +5,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.summary import dra_summary
-
-LABEL = "kubegpu.io/claim-template"
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import CLAIM_TEMPLATE_LABEL as LABEL
 
 
 def slice_of(node, devices, driver="gpu.nvidia.com", generation=1):
