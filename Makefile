@@ -12,8 +12,8 @@ FLEET ?= tools/devcluster/fleets/default.yaml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export DEVCLUSTER := PYTHONPATH=tools/devcluster $(BIN)/python -m kubegpu_devcluster
 
-.PHONY: help venv collection binaries cluster-up cluster-down demo test unit sanity lint integration molecule \
-        build docs bench clean
+.PHONY: help venv collection binaries cluster-up cluster-down demo test unit sanity lint integration simulators \
+        molecule build docs bench clean
 
 help:
 	@echo "make demo          local cluster up, site playbook against it, report printed"
@@ -75,8 +75,13 @@ docs: collection
 	@for f in $$(ls plugins/filter/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
 	  $(BIN)/ansible-doc -t filter kubegpu.platform.$$f > /dev/null && echo "ansible-doc filter kubegpu.platform.$$f: ok"; done
 
-integration: collection binaries
+# The collection against the local cluster, after the local cluster's and the simulators' own tests (each suite
+# starts a cluster of its own).
+integration: collection binaries simulators
 	$(BIN)/python -m pytest tests/integration -q -p no:cacheprovider
+
+simulators: venv binaries
+	$(BIN)/python -m pytest tools/devcluster/tests -q -p no:cacheprovider
 
 molecule: collection binaries
 	cd extensions && PATH=$(CURDIR)/$(BIN):$$PATH $(CURDIR)/$(BIN)/molecule test --all

@@ -65,11 +65,10 @@ def measure(state: Path, audit: AuditLog, label: str, name: str, args: dict | No
 
 
 def install_operator(dc) -> None:
-    from test_simulators import _approve, _csv_phase, _install, _plans
-    from conftest import wait_for
-    ns = _install(dc, "v26.7")
-    _approve(dc, ns, wait_for(lambda: _plans(dc, ns), what="InstallPlan")[0])
-    wait_for(lambda: _csv_phase(dc, ns, "gpu-operator-certified.v26.7.0") == "Succeeded", what="CSV")
+    from kubegpu_devcluster.testing import approve_plan, csv_phase, install_plans, olm_subscribe, wait_for
+    ns = olm_subscribe(dc, "v26.7")
+    approve_plan(dc, ns, wait_for(lambda: install_plans(dc, ns), what="InstallPlan")[0])
+    wait_for(lambda: csv_phase(dc, ns, "gpu-operator-certified.v26.7.0") == "Succeeded", what="CSV")
     policies = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
     policies.create(body={"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "gpu-cluster-policy"},
                           "spec": {"operator": {}, "daemonsets": {}, "driver": {}, "toolkit": {}, "devicePlugin": {},

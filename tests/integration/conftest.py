@@ -10,61 +10,22 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-import yaml
-from kubernetes.dynamic.exceptions import NotFoundError
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "devcluster"))
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
-from kubegpu_devcluster import __main__ as devcluster  # noqa: E402
-from kubegpu_devcluster import cluster  # noqa: E402
-from kubegpu_devcluster.audit import AuditLog  # noqa: E402
-from kubegpu_devcluster.simulators.framework import KNOBS_CONFIGMAP, KNOBS_NAMESPACE  # noqa: E402
+from kubegpu_devcluster import testing  # noqa: E402
+from kubegpu_devcluster.testing import wait_for  # noqa: E402,F401  (tests import it from here)
 
-FLEETS = REPO / "tools" / "devcluster" / "fleets"
 ANSIBLE_BIN = Path(sys.executable).parent
 
 
-class Devcluster:
-    def __init__(self, state: Path):
-        self.state = state
-        self.kubeconfig = cluster.kubeconfig_path(state)
-        self.audit = AuditLog(state / "audit.log")
-        self.admin = devcluster.dynamic_client(state)
-        self.fleet_file = None
-
-    def client(self, user: str = "admin"):
-        return devcluster.dynamic_client(self.state, user)
-
-    def fleet(self, name: str, fresh: bool = False) -> dict:
-        """Load fleets/<name>.yaml (or a path) unless it is already the loaded one; return the parsed file.
-
-        fresh: load it again even so, for a test that needs the nodes as the file has them, not as an earlier
-        test left them (labels, allocatable)."""
-        path = Path(name) if "/" in name else FLEETS / f"{name}.yaml"
-        if fresh or self.fleet_file != path:
-            devcluster.switch_fleet(self.state, path)
-            self.fleet_file = path
-        return yaml.safe_load(path.read_text())
-
-    def knobs(self, values: dict) -> None:
-        """Set simulator knobs, e.g. {"olm.fail_csv": "gpu-operator-certified.v26.7.0"} (simulators/*.py)."""
-        api = self.admin.resources.get(api_version="v1", kind="ConfigMap")
-        body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": KNOBS_CONFIGMAP, "namespace": KNOBS_NAMESPACE}, "data": values}
-        api.server_side_apply(body=body, field_manager="tests", force_conflicts=True)
-
-    def clear_knobs(self) -> None:
-        try:
-            self.admin.resources.get(api_version="v1", kind="ConfigMap").delete(
-                name=KNOBS_CONFIGMAP, namespace=KNOBS_NAMESPACE)
-        except NotFoundError:
-            pass
+class Devcluster(testing.Devcluster):
+    """The local cluster, and the collection run against it as the admin user."""
 
     def env(self) -> dict:
         return dict(os.environ, K8S_AUTH_KUBECONFIG=str(self.kubeconfig), ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
@@ -93,15 +54,7 @@ class Devcluster:
 @pytest.fixture(scope="session")
 def devcluster_session():
     state = Path(os.environ.get("KUBEGPU_TEST_CLUSTER_DIR", REPO / ".cache" / "test-cluster"))
-    os.environ["DEVCLUSTER_DIR"] = str(state)
-    subprocess.run([str(REPO / "tools" / "devcluster" / "build.sh")], check=True, stdout=subprocess.DEVNULL)
-    t0 = time.monotonic()
-    devcluster.up(state, FLEETS / "default.yaml")
-    print(f"\nlocal cluster ready in {time.monotonic() - t0:.1f} s ({state})")
-    dc = Devcluster(state)
-    dc.fleet_file = FLEETS / "default.yaml"
-    yield dc
-    cluster.down(state)
+    yield from testing.session(state, Devcluster)
 
 
 @pytest.fixture
@@ -111,12 +64,29 @@ def dc(devcluster_session):
     return devcluster_session
 
 
-def wait_for(predicate, timeout: float = 20, interval: float = 0.2, what: str = "condition"):
-    """Poll predicate() until it returns something truthy; fail naming `what` on timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+# Helpers more than one test file needs.
+
+def gpu_allocatable(dc) -> dict:
+    """{node: {nvidia.com/ resource: count}} of every node, resources at 0 left out."""
+    out = {}
+    for n in dc.admin.resources.get(api_version="v1", kind="Node").get().items:
+        alloc = n.status.allocatable or {}
+        out[n.metadata.name] = {k: int(v) for k, v in alloc.items() if k.startswith("nvidia.com/") and int(v)}
+    return out
+
+
+def node_labels(dc, name) -> dict:
+    """A node's labels as the API server has them now."""
+    return dc.admin.resources.get(api_version="v1", kind="Node").get(name=name).metadata.labels
+
+
+def task_name(task) -> str:
+    """A task's name in ansible's JSON output, without its role ("kubegpu.platform.nfd : Install ..." -> "Install ...")."""
+    return task["task"]["name"].split(" : ", 1)[-1]
+
+
+def task_result(out, name) -> dict:
+    """The result of the last task whose name starts with `name`, in ansible-playbook's JSON output."""
+    found = [t["hosts"]["localhost"] for p in out["plays"] for t in p["tasks"] if task_name(t).startswith(name)]
+    assert found, f"no task named {name!r}"
+    return found[-1]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import wait_for
+from conftest import gpu_allocatable, node_labels, wait_for
 V1A1 = "operators.coreos.com/v1alpha1"
 GPU = "gpu-operator-certified"
 OPERATOR_NS = "nvidia-gpu-operator"
@@ -65,18 +65,6 @@ def operator(devcluster_session):
     dc.fleet("default")
 
 
-def _allocatable(dc):
-    out = {}
-    for n in dc.admin.resources.get(api_version="v1", kind="Node").get().items:
-        alloc = n.status.allocatable or {}
-        out[n.metadata.name] = {k: int(v) for k, v in alloc.items() if k.startswith("nvidia.com/") and int(v)}
-    return out
-
-
-def _labels(dc, name):
-    return dc.admin.resources.get(api_version="v1", kind="Node").get(name=name).metadata.labels
-
-
 @pytest.mark.parametrize("pool, expected", [
     # RTX PRO 5000 Blackwell has MIG, but the catalog has no profiles for it: refused naming the known models.
     ({"name": "mig-pro5000", "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-RTX-PRO-5000-Blackwell"}},
@@ -119,14 +107,14 @@ def test_converge_then_second_run_writes_nothing(operator):
     result = dc.module("gpu_node_pools", {"pools": POOLS})
     assert not result.get("failed"), result.get("msg")
     assert result["changed"] is True
-    wait_for(lambda: all(_allocatable(dc)[name] == expected for name, expected in EXPECTED.items()),
+    wait_for(lambda: all(gpu_allocatable(dc)[name] == expected for name, expected in EXPECTED.items()),
              what="allocatable as planned")
-    assert _labels(dc, "gpu-a40-000")["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
-    assert _labels(dc, "gpu-a40-000")["nvidia.com/gpu.product"] == "NVIDIA-A40-SHARED"
-    assert "nvidia.com/mig.config" not in _labels(dc, "gpu-a40-000")       # not MIG-capable: no MIG label
-    assert _labels(dc, "gpu-h200nvl-000")["nvidia.com/gpu.sharing-strategy"] == "mps"
-    assert _labels(dc, "gpu-h200nvl-000")["nvidia.com/mig.config"] == "all-disabled"
-    assert "kubegpu.io/node-pool" not in _labels(dc, "gpu-a6000-000")
+    assert node_labels(dc, "gpu-a40-000")["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    assert node_labels(dc, "gpu-a40-000")["nvidia.com/gpu.product"] == "NVIDIA-A40-SHARED"
+    assert "nvidia.com/mig.config" not in node_labels(dc, "gpu-a40-000")       # not MIG-capable: no MIG label
+    assert node_labels(dc, "gpu-h200nvl-000")["nvidia.com/gpu.sharing-strategy"] == "mps"
+    assert node_labels(dc, "gpu-h200nvl-000")["nvidia.com/mig.config"] == "all-disabled"
+    assert "kubegpu.io/node-pool" not in node_labels(dc, "gpu-a6000-000")
     mark = dc.audit.mark()
     again = dc.module("gpu_node_pools", {"pools": POOLS})
     assert not again.get("failed"), again.get("msg")

@@ -29,11 +29,10 @@ import pytest
 import yaml
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from conftest import REPO, wait_for
+from conftest import REPO, gpu_allocatable, wait_for
 from kubegpu_devcluster import __main__ as devcluster
 from kubegpu_devcluster import certs, cluster, paths
 import test_gpu_node_pools
-from test_gpu_node_pools import _allocatable
 
 USER = "kubegpu-faults"            # the collection, throttled
 LOAD_USER = "kubegpu-faults-load"  # keeps the throttled priority level busy
@@ -329,7 +328,7 @@ def test_demo_fleet_converges_through_throttling_and_resets(faults):
                  for pool in plan["pools"] for node, change in pool["node_changes"].items()
                  if change["allocatable_after"] is not None}
     assert predicted, plan
-    wait_for(lambda: all(_allocatable(dc)[n] == want for n, want in predicted.items()), timeout=30,
+    wait_for(lambda: all(gpu_allocatable(dc)[n] == want for n, want in predicted.items()), timeout=30,
              what=f"allocatable as planned: {predicted}")
 
     # Retries reported in every module result, and both kinds of fault met.

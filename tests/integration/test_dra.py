@@ -16,7 +16,7 @@ import pytest
 import yaml
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from conftest import REPO, wait_for
+from conftest import REPO, task_result, wait_for
 from kubegpu_devcluster import paths
 
 PLAYBOOK = "playbooks/dra.yml"
@@ -102,16 +102,6 @@ def _run(dc, helm_bin, *args, **changes):
     return out, out["stats"]["localhost"]
 
 
-def _name(task):
-    return task["task"]["name"].split(" : ", 1)[-1]
-
-
-def _task(out, name):
-    found = [t["hosts"]["localhost"] for p in out["plays"] for t in p["tasks"] if _name(t).startswith(name)]
-    assert found, f"no task named {name!r}"
-    return found[-1]
-
-
 def _failure(out):
     for play in out["plays"]:
         for task in play["tasks"]:
@@ -183,7 +173,7 @@ def test_check_mode_shows_the_plan_and_writes_nothing(cluster, helm_bin):
     out, stats = _run(dc, helm_bin, "--check", "--diff")
     assert not _failure(out), _failure(out)
     assert dc.audit.writes(mark) == []
-    platform = _task(out, "Check the platform")
+    platform = task_result(out, "Check the platform")
     assert platform["changed"] and [c["kind"] for c in platform["changes"]] == [
         "FeatureGate", "ClusterRole", "ClusterRoleBinding"]     # OpenShift: the driver's privileged SCC grant
     assert platform["diff"]["after"][0] == {"FeatureGate cluster": {"metadata": {"name": "cluster"},
@@ -191,9 +181,9 @@ def test_check_mode_shows_the_plan_and_writes_nothing(cluster, helm_bin):
     assert platform["scc"] == [f"{RELEASE}/{RELEASE}-service-account-controller",
                                f"{RELEASE}/{RELEASE}-service-account-kubeletplugin"]
     assert platform["dra_pools"] == {"dra-h200": [DRA_NODE]}
-    nodes = _task(out, "Hand the DRA pools")
+    nodes = task_result(out, "Hand the DRA pools")
     assert nodes["node_labels"][DRA_NODE][DEPLOY] == "false"
-    templates = _task(out, "Publish the claim templates")
+    templates = task_result(out, "Publish the claim templates")
     assert {c["kind"] for c in templates["changes"]} >= {"DeviceClass", "ResourceClaimTemplate", "ResourceClaim"}
     assert _feature_set(dc) is None
 
@@ -223,7 +213,7 @@ def test_install_converges(cluster, helm_bin):
     # The pool's nodes: the plugin's label, the device plugin off; ResourceSlices for exactly those nodes.
     labels = _labels(dc)
     assert labels[PLUGIN] == "true" and labels[DEPLOY] == "false"
-    assert _task(out, "Wait until each DRA node publishes")["devices"] == {DRA_NODE: 8}
+    assert task_result(out, "Wait until each DRA node publishes")["devices"] == {DRA_NODE: 8}
     assert _slices(dc) == [DRA_NODE]
     # The templates and what satisfies each.
     classes = dc.admin.resources.get(api_version=RESOURCE, kind="DeviceClass")
@@ -232,12 +222,12 @@ def test_install_converges(cluster, helm_bin):
     rcts = dc.admin.resources.get(api_version=RESOURCE, kind="ResourceClaimTemplate").get(namespace="llm").items
     assert sorted(t.metadata.name for t in rcts) == ["b200-only", "gpu-80g", "h200-pair"]
     dc.admin.resources.get(api_version=RESOURCE, kind="ResourceClaim").get(name="shared-ts", namespace="llm")
-    report = _task(out, "Publish the claim templates")["templates"]
+    report = task_result(out, "Publish the claim templates")["templates"]
     assert report["gpu-80g"]["nodes"] == [DRA_NODE] and len(report["gpu-80g"]["devices"][DRA_NODE]) == 8
     assert report["h200-pair"]["nodes"] == [DRA_NODE]
     assert report["b200-only"] == {"devices": {}, "nodes": [], "exact": True, "device_class": "kubegpu-b200-only",
                                    "claims": ["llm/b200-only"]}
-    warnings = _task(out, "Publish the claim templates")["warnings"]
+    warnings = task_result(out, "Publish the claim templates")["warnings"]
     assert any("claim template 'b200-only': no node's devices satisfy it" in w for w in warnings)
 
 
@@ -285,7 +275,7 @@ def test_openshift_lets_the_driver_service_accounts_use_the_privileged_scc(clust
     assert not _may_use_privileged_scc(dc, *granted[0])
     mark = dc.audit.mark()
     out, dummy = _run(dc, helm_bin)
-    assert _task(out, "Check the platform")["scc"] == ["/".join(g) for g in granted]
+    assert task_result(out, "Check the platform")["scc"] == ["/".join(g) for g in granted]
     assert sorted((w.verb, w.resource) for w in dc.audit.writes(mark)) == [
         ("patch", "clusterrolebindings"), ("patch", "clusterroles")]
     mark = dc.audit.mark()
@@ -405,7 +395,7 @@ def test_the_gpu_operator_driver_manager_is_told_the_dra_plugin_label(cluster, h
         out, dummy = _run(dc, helm_bin, "--check")
         assert not _failure(out), _failure(out)
         assert dc.audit.writes(mark) == []
-        assert _task(out, "Hand the DRA pools")["cluster_policy"]["after"] == [OTHERS_ENV, EVICTION_ENV]
+        assert task_result(out, "Hand the DRA pools")["cluster_policy"]["after"] == [OTHERS_ENV, EVICTION_ENV]
         assert _manager_env(dc) == [OTHERS_ENV]
 
         mark = dc.audit.mark()

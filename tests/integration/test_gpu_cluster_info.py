@@ -57,12 +57,11 @@ def test_operator_state_is_reported(dc):
     result = dc.module("gpu_cluster_info")
     op = result["gpu_operator"]
     if not op["installed"]:  # the simulator tests may not have run first: install through OLM here
-        from test_simulators import _approve, _csv_phase, _install, _plans
-        from conftest import wait_for
-        ns = _install(dc, "v26.7")
-        plan = wait_for(lambda: _plans(dc, ns), what="an InstallPlan")[0]
-        _approve(dc, ns, plan)
-        wait_for(lambda: _csv_phase(dc, ns, "gpu-operator-certified.v26.7.0") == "Succeeded", what="CSV")
+        from kubegpu_devcluster.testing import approve_plan, csv_phase, install_plans, olm_subscribe, wait_for
+        ns = olm_subscribe(dc, "v26.7")
+        plan = wait_for(lambda: install_plans(dc, ns), what="an InstallPlan")[0]
+        approve_plan(dc, ns, plan)
+        wait_for(lambda: csv_phase(dc, ns, "gpu-operator-certified.v26.7.0") == "Succeeded", what="CSV")
         op = dc.module("gpu_cluster_info")["gpu_operator"]
     assert op["installed"] is True and op["method"] == "olm" and op["phase"] == "Succeeded"
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import wait_for
-from test_simulators import _approve, _csv_phase, _install, _plans
+from conftest import gpu_allocatable, node_labels, wait_for
+from kubegpu_devcluster.testing import approve_plan, csv_phase, install_plans, olm_subscribe
 
 V1A1 = "operators.coreos.com/v1alpha1"
 MIXED = {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}
@@ -51,9 +51,9 @@ def install_operator(dc):
     csvs = dc.admin.resources.get(api_version=V1A1, kind="ClusterServiceVersion").get().items
     if not any(c.metadata.name.startswith("gpu-operator-certified") and (c.status or {}).get("phase") == "Succeeded"
                for c in csvs):
-        ns = _install(dc, "v26.7")
-        _approve(dc, ns, wait_for(lambda: _plans(dc, ns), what="InstallPlan")[0])
-        wait_for(lambda: _csv_phase(dc, ns, "gpu-operator-certified.v26.7.0") == "Succeeded", what="CSV")
+        ns = olm_subscribe(dc, "v26.7")
+        approve_plan(dc, ns, wait_for(lambda: install_plans(dc, ns), what="InstallPlan")[0])
+        wait_for(lambda: csv_phase(dc, ns, "gpu-operator-certified.v26.7.0") == "Succeeded", what="CSV")
     policies = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
     if not policies.get().items:
         policies.create(body={"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
@@ -63,18 +63,6 @@ def install_operator(dc):
                                        "nodeStatusExporter": {}, "mig": {"strategy": "single"}}})
     wait_for(lambda: (policies.get().items[0].status or {}).get("state") == "ready", what="ClusterPolicy ready")
     return dc
-
-
-def _allocatable(dc):
-    out = {}
-    for n in dc.admin.resources.get(api_version="v1", kind="Node").get().items:
-        alloc = n.status.allocatable or {}
-        out[n.metadata.name] = {k: int(v) for k, v in alloc.items() if k.startswith("nvidia.com/") and int(v)}
-    return out
-
-
-def _labels(dc, name):
-    return dc.admin.resources.get(api_version="v1", kind="Node").get(name=name).metadata.labels
 
 
 def test_check_mode_shows_plan_and_writes_nothing(operator):
@@ -109,11 +97,11 @@ def test_converge_then_second_run_writes_nothing(operator):
     assert not result.get("failed"), result.get("msg")
     assert result["changed"] is True
     for name, expected in EXPECTED.items():
-        assert _allocatable(dc)[name] == expected, name
-    assert _labels(dc, "gpu-h100-000")["nvidia.com/mig.config.state"] == "success"
-    assert _labels(dc, "gpu-l40s-000")["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
-    assert _labels(dc, "gpu-a100-000")["nvidia.com/gpu.sharing-strategy"] == "mps"
-    assert "kubegpu.io/node-pool" not in _labels(dc, "gpu-h200-000")
+        assert gpu_allocatable(dc)[name] == expected, name
+    assert node_labels(dc, "gpu-h100-000")["nvidia.com/mig.config.state"] == "success"
+    assert node_labels(dc, "gpu-l40s-000")["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    assert node_labels(dc, "gpu-a100-000")["nvidia.com/gpu.sharing-strategy"] == "mps"
+    assert "kubegpu.io/node-pool" not in node_labels(dc, "gpu-h200-000")
     ms = dc.admin.resources.get(api_version="machine.openshift.io/v1beta1", kind="MachineSet").get(
         name="demo-gpu-a100-us-east-1a", namespace="openshift-machine-api")
     assert ms.spec.template.spec.metadata.labels["kubegpu.io/node-pool"] == "batch-a100"
@@ -153,9 +141,9 @@ def test_time_slicing_replicas_change_restarts_device_plugin(operator):
     assert not result.get("failed"), result.get("msg")
     restarts = [e for e in dc.audit.writes(mark) if e.resource == "daemonsets"]
     assert [e.name for e in restarts] == ["nvidia-device-plugin-daemonset"]
-    wait_for(lambda: _allocatable(dc)["gpu-l40s-000"] == {"nvidia.com/gpu": 32}, what="32 time-sliced GPUs")
+    wait_for(lambda: gpu_allocatable(dc)["gpu-l40s-000"] == {"nvidia.com/gpu": 32}, what="32 time-sliced GPUs")
     dc.module("gpu_node_pools", {"pools": POOLS})       # back to 4 replicas for the next tests
-    wait_for(lambda: _allocatable(dc)["gpu-l40s-000"] == {"nvidia.com/gpu": 16}, what="16 time-sliced GPUs")
+    wait_for(lambda: gpu_allocatable(dc)["gpu-l40s-000"] == {"nvidia.com/gpu": 16}, what="16 time-sliced GPUs")
 
 
 def test_failing_node_halts_its_pool(operator):
@@ -167,7 +155,7 @@ def test_failing_node_halts_its_pool(operator):
     assert result.get("failed") is True
     assert "gpu-h100-000" in result["msg"] and "failed" in result["msg"]
     assert "gpu-h100-001" in result["msg"]             # named as left untouched
-    before = _labels(dc, "gpu-h100-001")
+    before = node_labels(dc, "gpu-h100-001")
     assert before["nvidia.com/mig.config"] != "all-1g.10gb"
     assert before["nvidia.com/mig.config"] == result["plan"]["pools"][0]["node_changes"]["gpu-h100-001"]["before"][
         "nvidia.com/mig.config"]

@@ -19,10 +19,10 @@ import time
 
 import pytest
 
-from conftest import wait_for
+from conftest import task_result, wait_for
 from kubegpu_devcluster import paths
 from test_gpu_operator_role import (EXPECTED_VALUES, _changed_tasks, _extra_vars, _failure, _helm, _reset, _run,
-                                    _task, helm_bin, job_runner_missing)
+                                    helm_bin, job_runner_missing)
 
 __all__ = ["helm_bin"]      # a fixture, imported for this module's tests
 
@@ -110,7 +110,7 @@ def test_check_mode_of_a_change_writes_nothing_and_shows_no_secret(dc, helm_bin)
     mark = dc.audit.mark()
     out, stats, _seconds = _run(dc, helm_bin, "--check", *_extra_vars(helm=helm))
     assert stats["failures"] == 0, _failure(out)
-    assert _task(out, "Install or upgrade the gpu-operator release")["changed"] is True
+    assert task_result(out, "Install or upgrade the gpu-operator release")["changed"] is True
     assert _writes(dc, mark) == []
     assert secret not in json.dumps(out)
     assert _release(dc, helm_bin)["revision"] == "1"
@@ -155,7 +155,7 @@ def test_release_left_failed_by_a_timed_out_upgrade_is_repaired(dc, helm_bin):
     out, stats, _seconds = _run(dc, helm_bin, "--check")
     assert stats["failures"] == 0, _failure(out)
     assert _writes(dc, mark) == []
-    plan = _task(out, "Show the repair")
+    plan = task_result(out, "Show the repair")
     assert plan["changed"] is True and f"would roll back to revision {before}" in plan["msg"], plan["msg"]
 
     mark = dc.audit.mark()
@@ -223,7 +223,7 @@ def test_release_left_pending_by_an_interrupted_install_is_installed_anew(dc, he
     mark = dc.audit.mark()
     out, stats, seconds = _run(dc, helm_bin)
     assert stats["failures"] == 0, _failure(out)
-    assert "uninstall it (no revision ever deployed)" in _task(out, "Show the repair")["msg"]
+    assert "uninstall it (no revision ever deployed)" in task_result(out, "Show the repair")["msg"]
     release = _release(dc, helm_bin)
     assert (release["status"], release["revision"]) == ("deployed", "1")
     assert _helm(dc, helm_bin, "get", "values", RELEASE, "-n", NS, "-o", "json") == EXPECTED_VALUES

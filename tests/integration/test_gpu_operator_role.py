@@ -20,7 +20,7 @@ import pytest
 import yaml
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from conftest import REPO, wait_for
+from conftest import REPO, task_name, task_result, wait_for
 from kubegpu_devcluster import cluster, paths
 
 PLAYBOOK = "playbooks/gpu_operator.yml"
@@ -109,21 +109,9 @@ def _run(dc, helm_bin, *args):
 
 def _failure(out):
     """The failure that ended the run: the last failed task (one rescued by a block shows its failure later)."""
-    failed = [f"{_name(task)}: {task['hosts']['localhost'].get('msg')}" for play in out["plays"]
+    failed = [f"{task_name(task)}: {task['hosts']['localhost'].get('msg')}" for play in out["plays"]
               for task in play["tasks"] if task["hosts"].get("localhost", {}).get("failed")]
     return failed[-1] if failed else None
-
-
-def _name(task):
-    """A task's name without its role ("kubegpu.platform.nfd : Install ..." -> "Install ...")."""
-    return task["task"]["name"].split(" : ", 1)[-1]
-
-
-def _task(out, name):
-    """The result of the last task whose name starts with `name`."""
-    found = [t["hosts"]["localhost"] for p in out["plays"] for t in p["tasks"] if _name(t).startswith(name)]
-    assert found, f"no task named {name!r}"
-    return found[-1]
 
 
 def job_runner_missing(dc):
@@ -140,7 +128,7 @@ def job_runner_missing(dc):
 
 
 def _changed_tasks(out):
-    return [_name(t) for p in out["plays"] for t in p["tasks"] if t["hosts"]["localhost"].get("changed")]
+    return [task_name(t) for p in out["plays"] for t in p["tasks"] if t["hosts"]["localhost"].get("changed")]
 
 
 def _helm(dc, helm_bin, *args):
@@ -170,12 +158,12 @@ def test_openshift_check_mode_on_a_new_cluster_writes_nothing(dc, helm_bin):
     out, stats, seconds = _run(dc, helm_bin, "--check")
     assert stats["failures"] == 0, _failure(out)
     assert dc.audit.writes(mark) == []
-    olm = _task(out, "Install or upgrade the GPU Operator through OLM")
+    olm = task_result(out, "Install or upgrade the GPU Operator through OLM")
     assert olm["csv"] == "gpu-operator-certified.v26.7.0" and olm["channel"] == "v26.7"
     assert not olm["installed_csv"]
-    nfd = _task(out, "Install the NFD operator through OLM")
+    nfd = task_result(out, "Install the NFD operator through OLM")
     assert nfd["channel"] == "stable" and not nfd["installed_csv"]
-    assert _task(out, "Reconcile the ClusterPolicy").get("skipped")
+    assert task_result(out, "Reconcile the ClusterPolicy").get("skipped")
     print(f"\nOpenShift check mode on a new cluster: {seconds:.1f} s, changed={stats['changed']}, 0 writes")
 
 
@@ -228,8 +216,8 @@ def test_kubernetes_check_mode_on_a_new_cluster_writes_nothing(dc, helm_bin):
     out, stats, seconds = _run(dc, helm_bin, "--check")
     assert stats["failures"] == 0, _failure(out)
     assert dc.audit.writes(mark) == []
-    assert _task(out, "Install or upgrade the gpu-operator release")["changed"] is True
-    assert _task(out, "Reconcile the ClusterPolicy").get("skipped")
+    assert task_result(out, "Install or upgrade the gpu-operator release")["changed"] is True
+    assert task_result(out, "Reconcile the ClusterPolicy").get("skipped")
     assert _helm(dc, helm_bin, "list", "-A", "-o", "json") == []
     print(f"\nKubernetes check mode on a new cluster: {seconds:.1f} s, changed={stats['changed']}, 0 writes")
 
@@ -264,7 +252,7 @@ def test_kubernetes_second_run_changes_and_writes_nothing(dc, helm_bin):
     mark = dc.audit.mark()
     out, stats, seconds = _run(dc, helm_bin)
     assert stats["failures"] == 0, _failure(out)
-    assert stats["changed"] == 0, (_changed_tasks(out), _task(out, "Reconcile the ClusterPolicy").get("diff"))
+    assert stats["changed"] == 0, (_changed_tasks(out), task_result(out, "Reconcile the ClusterPolicy").get("diff"))
     assert [str(e) for e in dc.audit.writes(mark)] == []
     assert _helm(dc, helm_bin, "list", "-n", "gpu-operator", "-o", "json")[0]["revision"] == "1"
     print(f"\nKubernetes second run: {seconds:.1f} s, {len(dc.audit.events(mark))} requests, 0 writes")

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from conftest import REPO, wait_for
-from test_gpu_node_pools import EXPECTED, POOLS, _allocatable, _labels, install_operator
+from conftest import REPO, gpu_allocatable, node_labels, wait_for
+from test_gpu_node_pools import EXPECTED, POOLS, install_operator
 
 PLAYBOOK = "playbooks/node_pools.yml"
 SINGLE = [dict(POOLS[0], sharing={"strategy": "mig", "mig": {"layout": "all-1g.10gb"}}), POOLS[1], POOLS[2]]
@@ -124,7 +124,7 @@ def test_failed_node_halts_its_pool_and_the_pools_after_it(operator):
     dc.knobs({"mig-manager.fail_nodes": "gpu-h100-000"})
     changed = [SINGLE[0], dict(POOLS[1], sharing={"strategy": "time-slicing", "time_slicing": {"replicas": 8}}),
                POOLS[2]]
-    before = {n: _labels(dc, n) for n in ("gpu-h100-001", "gpu-l40s-000", "gpu-l40s-001")}
+    before = {n: node_labels(dc, n) for n in ("gpu-h100-001", "gpu-l40s-000", "gpu-l40s-001")}
     mark = dc.audit.mark()
     out, stats, dummy = _play(dc, changed)
     assert stats["failures"] == 1
@@ -136,7 +136,7 @@ def test_failed_node_halts_its_pool_and_the_pools_after_it(operator):
     # the later node of the pool and the later pool: not one write, labels as they were
     for node in before:
         assert _node_writes(writes, node) == [], node
-        assert _labels(dc, node) == before[node], node
+        assert node_labels(dc, node) == before[node], node
     batch_tasks = [n for n, dummy in _results(out) if "batch" in n]
     assert len(batch_tasks) == 1, batch_tasks
     dc.clear_knobs()
@@ -153,14 +153,14 @@ def test_replicas_change_restarts_the_device_plugin_exactly_once(operator):
     _converge(dc, more)
     restarts = _restarts(dc.audit.writes(mark))
     assert [e.name for e in restarts] == ["nvidia-device-plugin-daemonset"]
-    wait_for(lambda: _allocatable(dc)["gpu-l40s-000"] == {"nvidia.com/gpu": 32}, what="32 time-sliced GPUs")
+    wait_for(lambda: gpu_allocatable(dc)["gpu-l40s-000"] == {"nvidia.com/gpu": 32}, what="32 time-sliced GPUs")
     mark = dc.audit.mark()
     out, stats, dummy = _play(dc, more)                   # nothing changed: no restart, no write
     assert stats["changed"] == 0 and dc.audit.writes(mark) == []
     mark = dc.audit.mark()
     _converge(dc)
     assert len(_restarts(dc.audit.writes(mark))) == 1
-    wait_for(lambda: _allocatable(dc)["gpu-l40s-000"] == {"nvidia.com/gpu": 16}, what="16 time-sliced GPUs")
+    wait_for(lambda: gpu_allocatable(dc)["gpu-l40s-000"] == {"nvidia.com/gpu": 16}, what="16 time-sliced GPUs")
 
 
 def test_empty_configuration_then_converge(operator):
@@ -183,7 +183,7 @@ def test_empty_configuration_then_converge(operator):
     assert time.monotonic() - t0 < 60
     assert len(_restarts(dc.audit.writes(mark))) == 1
     for node, expected in EXPECTED.items():
-        assert _allocatable(dc)[node] == expected, node
+        assert gpu_allocatable(dc)[node] == expected, node
 
 
 def test_unknown_machineset_is_refused_before_any_write(operator):
@@ -340,19 +340,19 @@ def test_run_killed_midway_is_converged_by_the_next(operator, point):
         dc.clear_knobs()
         wait_for(lambda: (_node(dc, "gpu-h100-000").metadata.labels or {}).get("nvidia.com/mig.config.state") ==
                  "success", timeout=30, what="mig-manager's success")
-        labels = _labels(dc, "gpu-h100-000")
+        labels = node_labels(dc, "gpu-h100-000")
         assert labels["nvidia.com/device-plugin.config"] != key, "the killed run got past its MIG step"
         wait_for(lambda: (_node(dc, "gpu-h100-000").metadata.labels or {}).get(
             "nvidia.com/gpu.product", "").endswith("-MIG-INVALID"), timeout=30,
             what=f"GFD's MIG-INVALID labels (labels: {labels})")
-        assert _labels(dc, "gpu-h100-000")["nvidia.com/gpu.count"] == "0"
+        assert node_labels(dc, "gpu-h100-000")["nvidia.com/gpu.count"] == "0"
     dc.clear_knobs()
     out, stats, dummy = _play(dc, POOLS, **extra)
     assert stats["failures"] == 0, _failure(out)
     for node in ("gpu-h100-000", "gpu-h100-001"):
-        assert _allocatable(dc)[node] == EXPECTED[node], node
+        assert gpu_allocatable(dc)[node] == EXPECTED[node], node
         assert not _node(dc, node).spec.unschedulable
-        assert _labels(dc, node)["nvidia.com/device-plugin.config"] == key
+        assert node_labels(dc, node)["nvidia.com/device-plugin.config"] == key
     mark = dc.audit.mark()
     out, stats, dummy = _play(dc, POOLS)
     assert stats["changed"] == 0 and dc.audit.writes(mark) == []

@@ -13,7 +13,7 @@ import uuid
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from conftest import wait_for
+from kubegpu_devcluster.testing import wait_for
 from kubegpu_devcluster import control_plane
 
 CP = "nvidia.com/v1"

@@ -2,60 +2,32 @@
 from __future__ import annotations
 
 import json
-import uuid
 
-from conftest import wait_for
-
-V1A1 = "operators.coreos.com/v1alpha1"
-
-
-def _install(dc, channel, approval="Manual", starting=None, package="gpu-operator-certified",
-             source="certified-operators"):
-    ns = f"olm-{uuid.uuid4().hex[:6]}"
-    dc.admin.resources.get(api_version="v1", kind="Namespace").create(body={"metadata": {"name": ns}})
-    dc.admin.resources.get(api_version="operators.coreos.com/v1", kind="OperatorGroup").create(
-        body={"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og"},
-              "spec": {"targetNamespaces": [ns]}}, namespace=ns)
-    spec = {"name": package, "channel": channel, "source": source, "sourceNamespace": "openshift-marketplace",
-            "installPlanApproval": approval}
-    if starting:
-        spec["startingCSV"] = starting
-    dc.admin.resources.get(api_version=V1A1, kind="Subscription").create(
-        body={"apiVersion": V1A1, "kind": "Subscription", "metadata": {"name": package}, "spec": spec}, namespace=ns)
-    return ns
-
-
-def _plans(dc, ns):
-    return dc.admin.resources.get(api_version=V1A1, kind="InstallPlan").get(namespace=ns).items
-
-
-def _csv_phase(dc, ns, name):
-    csvs = {c.metadata.name: c for c in dc.admin.resources.get(api_version=V1A1, kind="ClusterServiceVersion")
-            .get(namespace=ns).items}
-    return (csvs[name].status or {}).get("phase") if name in csvs else None
-
-
-def _approve(dc, ns, plan):
-    dc.admin.resources.get(api_version=V1A1, kind="InstallPlan").patch(
-        name=plan.metadata.name, namespace=ns, body={"spec": {"approved": True}},
-        content_type="application/merge-patch+json")
+from kubegpu_devcluster.testing import (
+    OLM_V1A1,
+    approve_plan,
+    csv_phase,
+    install_plans,
+    olm_subscribe,
+    wait_for,
+)
 
 
 def test_olm_manual_install_then_next_plan_waits(dc):
     dc.fleet("default")
-    ns = _install(dc, "v26.3", starting="gpu-operator-certified.v26.3.2")
-    plans = wait_for(lambda: [p for p in _plans(dc, ns) if (p.status or {}).get("phase")], what="an InstallPlan with status")
+    ns = olm_subscribe(dc, "v26.3", starting="gpu-operator-certified.v26.3.2")
+    plans = wait_for(lambda: [p for p in install_plans(dc, ns) if (p.status or {}).get("phase")], what="an InstallPlan with status")
     assert [(p.spec.clusterServiceVersionNames, p.spec.approved, p.status.phase) for p in plans] == \
         [(["gpu-operator-certified.v26.3.2"], False, "RequiresApproval")]
-    _approve(dc, ns, plans[0])
-    wait_for(lambda: _csv_phase(dc, ns, "gpu-operator-certified.v26.3.2") == "Succeeded", what="CSV Succeeded")
-    subs = dc.admin.resources.get(api_version=V1A1, kind="Subscription")
+    approve_plan(dc, ns, plans[0])
+    wait_for(lambda: csv_phase(dc, ns, "gpu-operator-certified.v26.3.2") == "Succeeded", what="CSV Succeeded")
+    subs = dc.admin.resources.get(api_version=OLM_V1A1, kind="Subscription")
     sub = subs.get(name="gpu-operator-certified", namespace=ns)
     assert sub.status.installedCSV == "gpu-operator-certified.v26.3.2"
     # As in OLM, the channel's next CSV gets its own plan at once, and it waits for approval.
-    upgrade = wait_for(lambda: [p for p in _plans(dc, ns) if not p.spec.approved], what="the upgrade plan")
+    upgrade = wait_for(lambda: [p for p in install_plans(dc, ns) if not p.spec.approved], what="the upgrade plan")
     assert upgrade[0].spec.clusterServiceVersionNames == ["gpu-operator-certified.v26.3.3"]
-    csv = dc.admin.resources.get(api_version=V1A1, kind="ClusterServiceVersion").get(
+    csv = dc.admin.resources.get(api_version=OLM_V1A1, kind="ClusterServiceVersion").get(
         name="gpu-operator-certified.v26.3.2", namespace=ns)
     examples = json.loads(csv.metadata.annotations["alm-examples"])
     assert [e["kind"] for e in examples] == ["ClusterPolicy", "NVIDIADriver"]
@@ -65,21 +37,21 @@ def test_olm_unknown_channel_and_package_fail_resolution(dc):
     dc.fleet("default")
     for channel, package, expected in (("v99", "gpu-operator-certified", "no operators found in channel v99"),
                                        ("stable", "no-such-operator", "no operators found in package no-such")):
-        ns = _install(dc, channel, package=package)
+        ns = olm_subscribe(dc, channel, package=package)
 
         def failed():
-            sub = dc.admin.resources.get(api_version=V1A1, kind="Subscription").get(name=package, namespace=ns)
+            sub = dc.admin.resources.get(api_version=OLM_V1A1, kind="Subscription").get(name=package, namespace=ns)
             return [c for c in ((sub.status or {}).get("conditions") or []) if c["type"] == "ResolutionFailed"]
         cond = wait_for(failed, what="ResolutionFailed")
         assert expected in cond[0]["message"]
-        assert _plans(dc, ns) == []
+        assert install_plans(dc, ns) == []
 
 
 def test_olm_csv_failure_knob(dc):
     dc.fleet("default")
     dc.knobs({"olm.fail_csv": "nfd.4.20.0-202510211040"})
-    ns = _install(dc, "stable", approval="Automatic", package="nfd", source="redhat-operators")
-    wait_for(lambda: _csv_phase(dc, ns, "nfd.4.20.0-202510211040") == "Failed", what="CSV Failed")
+    ns = olm_subscribe(dc, "stable", approval="Automatic", package="nfd", source="redhat-operators")
+    wait_for(lambda: csv_phase(dc, ns, "nfd.4.20.0-202510211040") == "Failed", what="CSV Failed")
 
 
 def _policy(dc, name):
@@ -97,7 +69,7 @@ def _state(dc, name):
 def _stop_operators(dc):
     """Earlier tests of the session may have installed the operator (OLM or Helm style): remove it."""
     for api_version, kind, selector in (("apps/v1", "Deployment", "app.kubernetes.io/component=gpu-operator"),
-                                        (V1A1, "ClusterServiceVersion", None)):
+                                        (OLM_V1A1, "ClusterServiceVersion", None)):
         api = dc.admin.resources.get(api_version=api_version, kind=kind)
         for item in api.get(label_selector=selector).items if selector else api.get().items:
             if kind == "Deployment" or item.metadata.name.startswith("gpu-operator-certified."):

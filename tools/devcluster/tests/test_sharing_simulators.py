@@ -14,7 +14,7 @@ import pytest
 import yaml
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from conftest import wait_for
+from kubegpu_devcluster.testing import wait_for
 from kubegpu_devcluster.cluster import simulator_user
 
 CP = "nvidia.com/v1"
