@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import gpu_allocatable, node_labels, wait_for
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import POOL_LABEL
 V1A1 = "operators.coreos.com/v1alpha1"
 GPU = "gpu-operator-certified"
 OPERATOR_NS = "nvidia-gpu-operator"
@@ -114,7 +115,7 @@ def test_converge_then_second_run_writes_nothing(operator):
     assert "nvidia.com/mig.config" not in node_labels(dc, "gpu-a40-000")       # not MIG-capable: no MIG label
     assert node_labels(dc, "gpu-h200nvl-000")["nvidia.com/gpu.sharing-strategy"] == "mps"
     assert node_labels(dc, "gpu-h200nvl-000")["nvidia.com/mig.config"] == "all-disabled"
-    assert "kubegpu.io/node-pool" not in node_labels(dc, "gpu-a6000-000")
+    assert POOL_LABEL not in node_labels(dc, "gpu-a6000-000")
     mark = dc.audit.mark()
     again = dc.module("gpu_node_pools", {"pools": POOLS})
     assert not again.get("failed"), again.get("msg")

@@ -17,6 +17,7 @@ import yaml
 from kubernetes.dynamic.exceptions import NotFoundError
 
 from conftest import REPO, task_result, wait_for
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_FIELD_MANAGER
 from kubegpu_devcluster import paths
 
 PLAYBOOK = "playbooks/dra.yml"
@@ -407,7 +408,7 @@ def test_the_gpu_operator_driver_manager_is_told_the_dra_plugin_label(cluster, h
         assert [w.verb for w in writes if w.resource == "clusterpolicies"] == ["update"]
         # Merged with the entry someone else set, and written under the stage's own field manager.
         assert _manager_env(dc) == [OTHERS_ENV, EVICTION_ENV]
-        assert "kubegpu.platform/dra" in [m["manager"] for m in _policy(dc)["metadata"]["managedFields"]]
+        assert DRA_FIELD_MANAGER in [m["manager"] for m in _policy(dc)["metadata"]["managedFields"]]
 
         mark = dc.audit.mark()
         out, stats = _run(dc, helm_bin)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import gpu_allocatable, node_labels, wait_for
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import POOL_LABEL
 from kubegpu_devcluster.testing import approve_plan, csv_phase, install_plans, olm_subscribe
 
 V1A1 = "operators.coreos.com/v1alpha1"
@@ -77,7 +78,7 @@ def test_check_mode_shows_plan_and_writes_nothing(operator):
     assert any(t.startswith("ConfigMap ") and t.endswith("/kubegpu-device-plugin-config") for t in titles)
     assert any(t.startswith("ClusterPolicy ") for t in titles)
     node_diff = [e["Node gpu-l40s-000"] for e in result["diff"]["after"] if "Node gpu-l40s-000" in e][0]
-    assert node_diff["kubegpu.io/node-pool"] == "embed-l40s"
+    assert node_diff[POOL_LABEL] == "embed-l40s"
     assert node_diff["nvidia.com/device-plugin.config"].startswith("kubegpu-embed-l40s-")
     pools = {p["name"]: p for p in result["plan"]["pools"]}
     assert pools["llm-h100"]["nodes"] == ["gpu-h100-000", "gpu-h100-001"]
@@ -101,10 +102,10 @@ def test_converge_then_second_run_writes_nothing(operator):
     assert node_labels(dc, "gpu-h100-000")["nvidia.com/mig.config.state"] == "success"
     assert node_labels(dc, "gpu-l40s-000")["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
     assert node_labels(dc, "gpu-a100-000")["nvidia.com/gpu.sharing-strategy"] == "mps"
-    assert "kubegpu.io/node-pool" not in node_labels(dc, "gpu-h200-000")
+    assert POOL_LABEL not in node_labels(dc, "gpu-h200-000")
     ms = dc.admin.resources.get(api_version="machine.openshift.io/v1beta1", kind="MachineSet").get(
         name="demo-gpu-a100-us-east-1a", namespace="openshift-machine-api")
-    assert ms.spec.template.spec.metadata.labels["kubegpu.io/node-pool"] == "batch-a100"
+    assert ms.spec.template.spec.metadata.labels[POOL_LABEL] == "batch-a100"
     mark = dc.audit.mark()
     again = dc.module("gpu_node_pools", {"pools": POOLS})
     assert again["changed"] is False

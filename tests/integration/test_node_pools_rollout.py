@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import REPO, gpu_allocatable, node_labels, wait_for
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DEVICE_PLUGIN_CONFIG_ANNOTATION
 from test_gpu_node_pools import EXPECTED, POOLS, install_operator
 
 PLAYBOOK = "playbooks/node_pools.yml"
@@ -175,7 +176,7 @@ def test_empty_configuration_then_converge(operator):
     # what an earlier version of the collection left: no record of what the device plugin read
     policies = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
     name = policies.get().items[0].metadata.name
-    policies.patch(name=name, body={"metadata": {"annotations": {"kubegpu.io/device-plugin-config": None}}},
+    policies.patch(name=name, body={"metadata": {"annotations": {DEVICE_PLUGIN_CONFIG_ANNOTATION: None}}},
                    content_type="application/merge-patch+json")
     mark = dc.audit.mark()
     t0 = time.monotonic()
