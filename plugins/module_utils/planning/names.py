@@ -61,11 +61,8 @@ MEMORY_LABEL = "nvidia.com/gpu.memory"                  # MiB
 FAMILY_LABEL = "nvidia.com/gpu.family"                  # hopper, ampere, ...
 COMPUTE_MAJOR_LABEL = "nvidia.com/gpu.compute.major"
 COMPUTE_MINOR_LABEL = "nvidia.com/gpu.compute.minor"
-REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"  # none | time-slicing | mps
 MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
-MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"          # single | mixed
-MPS_CAPABLE_LABEL = "nvidia.com/mps.capable"
 # GFD rewrites gpu.product under MIG strategy single (<model>-MIG-1g.10gb, or <model>-MIG-INVALID for mixed
 # geometry) and under time-slicing/MPS (<model>-SHARED), so a node's label names the same card in several spellings.
 MIG_PRODUCT_INFIX = "-MIG-"
@@ -86,7 +83,6 @@ DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
 DEVICE_PLUGIN_DEPLOY_LABEL = DEPLOY_LABEL_PREFIX + "device-plugin"
 DRIVER_DEPLOY_LABEL = DEPLOY_LABEL_PREFIX + "driver"
-MIG_MANAGER_DEPLOY_LABEL = DEPLOY_LABEL_PREFIX + "mig-manager"
 DEPLOY_TRUE = "true"
 DEPLOY_FALSE = "false"
 DEPLOY_PRE_INSTALLED = "pre-installed"                  # gpu.deploy.driver: the driver came with the host
@@ -134,10 +130,9 @@ NFD_NAMESPACE_OPENSHIFT = "openshift-nfd"
 
 # --- The names the single-source test checks (test_names.py) ------------------------------------------------------
 LABELS = (POOL_LABEL, CLAIM_TEMPLATE_LABEL, MANAGED_BY_LABEL, PART_OF_LABEL, GPU_PRESENT_LABEL, PRODUCT_LABEL,
-          COUNT_LABEL, MEMORY_LABEL, FAMILY_LABEL, COMPUTE_MAJOR_LABEL, COMPUTE_MINOR_LABEL, REPLICAS_LABEL,
-          SHARING_STRATEGY_LABEL, MIG_CAPABLE_LABEL, MIG_STRATEGY_LABEL, MPS_CAPABLE_LABEL, MIG_CONFIG_LABEL,
-          MIG_STATE_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, DEPLOY_LABEL_PREFIX, DEVICE_PLUGIN_DEPLOY_LABEL,
-          DRIVER_DEPLOY_LABEL, MIG_MANAGER_DEPLOY_LABEL, DRA_PLUGIN_LABEL) + PCI_PRESENT_LABELS
+          COUNT_LABEL, MEMORY_LABEL, FAMILY_LABEL, COMPUTE_MAJOR_LABEL, COMPUTE_MINOR_LABEL, SHARING_STRATEGY_LABEL,
+          MIG_CAPABLE_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, DEPLOY_LABEL_PREFIX,
+          DEVICE_PLUGIN_DEPLOY_LABEL, DRIVER_DEPLOY_LABEL, DRA_PLUGIN_LABEL) + PCI_PRESENT_LABELS
 ANNOTATIONS = (GPU_COUNT_ANNOTATION, DRAINED_ANNOTATION, DEVICE_PLUGIN_CONFIG_ANNOTATION, MACHINE_ANNOTATION)
 FIELD_MANAGERS = (FIELD_MANAGER, NODE_POOLS_FIELD_MANAGER, DRA_FIELD_MANAGER, SERVING_FIELD_MANAGER,
                   MONITORING_FIELD_MANAGER, TENANCY_FIELD_MANAGER)
