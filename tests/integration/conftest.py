@@ -19,7 +19,8 @@ sys.path.insert(0, str(REPO / "tools" / "devcluster"))
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
 from kubegpu_devcluster import testing  # noqa: E402
-from kubegpu_devcluster.testing import wait_for  # noqa: E402,F401  (tests import it from here)
+# Tests import wait_for from here.
+from kubegpu_devcluster.testing import wait_for  # noqa: E402,F401  pylint: disable=unused-import
 
 ANSIBLE_BIN = Path(sys.executable).parent
 

@@ -40,7 +40,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spe
 )
 
 
-
 def config_digest(data):
     """Return the digest of device plugin ConfigMap data: equal data, equal digest, whatever the key order."""
     text = json.dumps(dict(data or {}), sort_keys=True, separators=(",", ":"))

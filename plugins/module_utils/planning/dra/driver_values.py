@@ -171,7 +171,7 @@ def driver_owner_from_nodes(nodes):
             "DRA nodes disagree on who installs the NVIDIA driver (%s): %s; the DRA driver has one nvidiaDriverRoot "
             "for every node: make the nodes alike, or set kubegpu_dra.driver.driver_owner"
             % (DRIVER_DEPLOY_LABEL, "; ".join("%s: %s" % (owner, ", ".join(sorted(names)))
-                                               for owner, names in sorted(owners.items())))
+                                              for owner, names in sorted(owners.items())))
         )
     return next(iter(owners), None)
 

@@ -91,12 +91,10 @@ def _walk(value, skip_docs, path=""):
             where = "%s.%s" % (path, key) if path else str(key)
             yield where, str(key)
             if not (skip_docs and key in DOC_KEYS):
-                for found in _walk(item, skip_docs, where):
-                    yield found
+                yield from _walk(item, skip_docs, where)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            for found in _walk(item, skip_docs, "%s[%d]" % (path, index)):
-                yield found
+            yield from _walk(item, skip_docs, "%s[%d]" % (path, index))
     elif isinstance(value, str):
         yield path, value
 
@@ -107,8 +105,7 @@ def yaml_strings(path):
         documents = list(yaml.safe_load_all(f))
     in_meta = os.path.basename(os.path.dirname(path)) == "meta"
     for document in documents:
-        for found in _walk(document, in_meta):
-            yield found
+        yield from _walk(document, in_meta)
 
 
 def spelt_again():
