@@ -9,9 +9,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import KUBERNETES, OPENSHIFT
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    KUBERNETES,
+    OPENSHIFT,
+    OPENSHIFT_CONFIG_API,
+)
 
-OPENSHIFT_CONFIG_API = "config.openshift.io/v1"
 AUTO = "auto"
 
 

@@ -104,6 +104,7 @@ OPENSHIFT = "openshift"
 KUBERNETES = "kubernetes"
 
 # --- OpenShift ----------------------------------------------------------------------------------------------------
+OPENSHIFT_CONFIG_API = "config.openshift.io/v1"       # ClusterVersion (what tells OpenShift), FeatureGate, Scheduler
 MACHINE_ANNOTATION = "machine.openshift.io/machine"     # on a node: <namespace>/<machine>
 MACHINE_API_NAMESPACE = "openshift-machine-api"
 MARKETPLACE_NAMESPACE = "openshift-marketplace"

@@ -37,7 +37,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.vers
     parse_release,
     release_text,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import KUBERNETES, OPENSHIFT
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import KUBERNETES, OPENSHIFT, OPENSHIFT_CONFIG_API
 
 GROUP = "resource.k8s.io"
 # Discovery order: the newest version served is the one to write.
@@ -62,13 +62,13 @@ _FACT_KEYS = ("served_versions", "kubernetes_version", "openshift_version", "fea
 
 def feature_gate_object(feature_set=TECH_PREVIEW):
     """Return the OpenShift FeatureGate 'cluster' with spec.featureSet."""
-    return {"apiVersion": "config.openshift.io/v1", "kind": "FeatureGate", "metadata": {"name": "cluster"},
+    return {"apiVersion": OPENSHIFT_CONFIG_API, "kind": "FeatureGate", "metadata": {"name": "cluster"},
             "spec": {"featureSet": feature_set}}
 
 
 def scheduler_object():
     """Return the OpenShift Scheduler 'cluster' with the DRA profile customisation enabled (4.19)."""
-    return {"apiVersion": "config.openshift.io/v1", "kind": "Scheduler", "metadata": {"name": "cluster"},
+    return {"apiVersion": OPENSHIFT_CONFIG_API, "kind": "Scheduler", "metadata": {"name": "cluster"},
             "spec": {"profileCustomizations": {"dynamicResourceAllocation": "Enabled"}}}
 
 
