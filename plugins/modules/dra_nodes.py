@@ -51,6 +51,7 @@ options:
     default: 600
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.wait
 attributes:
   check_mode:
     support: full
@@ -73,6 +74,19 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ready:
+  description:
+    - Whether the wait is over. V(false) only when O(wait_round) ran out first; the task's C(until) calls again.
+  returned: always
+  type: bool
+progress:
+  description:
+    - 'What the last wait saw (cluster/wait.py): C(summary) (one line, for example C(ResourceSlices: 1/2 ready;
+      gpu-2: no ResourceSlice of gpu.nvidia.com (40 s))), C(target), C(expected), C(ready) (items ready),
+      C(pending) and C(failed) (item to what was last seen and for how long), C(waited_s) (since O(wait_started))
+      and C(lines) (one per change seen, with its time).'
+  returned: when the module waited
+  type: dict
 dra_pools:
   description: Per DRA pool, the names of its nodes.
   returned: always
@@ -99,9 +113,9 @@ changes:
 """
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import Change, patch_labels, update_object
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import wait_for_slices
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import devices
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, resource_slices
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import GPU_OPERATOR, HOST
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.operator_env import (
     ENV_PATH,
@@ -178,10 +192,11 @@ def run(module):
         api_version = best_version(cluster.served_versions(GROUP))
         if api_version is None:
             module.fail_json(msg="the API server serves no %s version: run dra_platform first" % GROUP, **result)
-        try:
-            result["devices"] = wait_for_slices(cluster, api_version, dra_nodes, module.params["timeout"])
-        except WaitTimeout as e:
-            module.fail_json(msg=str(e), **result)
+        outcome = module.wait_for(Target(api_version, "ResourceSlice", names=dra_nodes, title="ResourceSlices"),
+                                  resource_slices(dra_nodes), result, interval=1.0)
+        result["devices"] = devices(outcome)
+    else:
+        result["ready"] = True
     return result
 
 
@@ -194,6 +209,7 @@ def main():
             "timeout": {"type": "int", "default": 600},
         },
         supports_check_mode=True,
+        waits=True,
     )
     module.run(run)
 

@@ -80,6 +80,7 @@ options:
     default: 1800
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.wait
 attributes:
   check_mode:
     support: full
@@ -106,6 +107,19 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ready:
+  description:
+    - Whether the wait is over. V(false) only when O(wait_round) ran out first; the task's C(until) calls again.
+  returned: always
+  type: bool
+progress:
+  description:
+    - 'What the last wait saw (cluster/wait.py): C(summary) (one line, for example C(ResourceSlices: 1/2 ready;
+      gpu-2: no ResourceSlice of gpu.nvidia.com (40 s))), C(target), C(expected), C(ready) (items ready),
+      C(pending) and C(failed) (item to what was last seen and for how long), C(waited_s) (since O(wait_started))
+      and C(lines) (one per change seen, with its time).'
+  returned: when the module waited
+  type: dict
 platform:
   description: The platform plan; C(platform), C(version), C(api_version) (the resource.k8s.io version written),
     C(ready), C(writes), C(wait_for), C(warnings).
@@ -153,9 +167,9 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     dry_run_apply,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts, wait_until_served
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts, served_target
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import api_served
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     TEMPLATE_LABEL,
     device_class,
@@ -240,18 +254,22 @@ def run(module):
     scc = plan["platform"] == OPENSHIFT and bool(dra_pools) and module.params["openshift_scc"]
     changes += reconcile_scc(cluster, check, scc, driver["release"])
     api_version = plan["api_version"]
-    if platform_changed and not check and module.params["wait"]:
-        try:
-            api_version = "resource.k8s.io/" + wait_until_served(cluster, module.params["timeout"])[0]
-        except WaitTimeout as e:
-            module.fail_json(msg=str(e), changes=[c.as_dict() for c in changes if c.changed], changed=True)
+    waited = {"ready": True}
+    if not api_version and not check and module.params["wait"]:
+        # Written now or by an earlier round: the control plane rolls the feature set out node by node.
+        waited = {"changed": any(c.changed for c in changes), "changes": [c.as_dict() for c in changes if c.changed]}
+        outcome = module.wait_for(served_target(), api_served(GROUP), waited, interval=5.0)
+        if outcome.ready:
+            api_version = "resource.k8s.io/" + outcome.observed[0]
     warnings = plan["warnings"] + driver["warnings"]
     for warning in warnings:
         module.warn(warning)
     result = {"changed": any(c.changed for c in changes), "platform": plan, "api_version": api_version,
               "dra_pools": dra_pools, "driver": driver, "warnings_list": warnings,
               "scc": ["%s/%s" % sa for sa in service_accounts(driver["release"])] if scc else [],
-              "changes": [c.as_dict() for c in changes if c.changed]}
+              "changes": [c.as_dict() for c in changes if c.changed], "ready": waited["ready"]}
+    if "progress" in waited:
+        result["progress"] = waited["progress"]
     if module._diff:
         result["diff"] = {"before": [{"%s %s" % (c.kind, c.name): c.before} for c in changes if c.changed],
                           "after": [{"%s %s" % (c.kind, c.name): c.after} for c in changes if c.changed]}
@@ -271,6 +289,7 @@ def main():
             "timeout": {"type": "int", "default": 1800},
         },
         supports_check_mode=True,
+        waits=True,
     )
     module.run(run)
 
