@@ -106,13 +106,27 @@ devices:
   returned: when wait is true, outside check mode
   type: dict
 changes:
-  description: Each node patched (or that would be), with the labels before and after.
+  description:
+    - Each object written (or that would be, in check mode) in order, with C(key) (C(kind/name), or
+      C(kind/namespace/name)), C(kind), C(namespace), C(name), the dotted C(fields) that differ and their values
+      C(before) and C(after), nested as in the object (C(before) null for a new object, C(after) null for a deleted one).
   returned: always
   type: list
   elements: dict
+diff:
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+  returned: always
+  type: dict
 """
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import Change, patch_labels, update_object
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
+    Change,
+    change_report,
+    patch_labels,
+    update_object,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import devices
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, resource_slices
@@ -151,9 +165,8 @@ def driver_manager_env(module, wanted):
     report = {"name": name, "wanted": wanted, "before": before, "after": before if after is None else after}
     if after is None:
         return report, None
-    change = Change("ClusterPolicy", name, fields=[ENV_PATH], before={"env": before}, after={"env": after})
-    if module.check_mode:
-        return report, change
+    change = Change("ClusterPolicy", name, fields=[ENV_PATH], before={"spec": {"driver": {"manager": {"env": before}}}},
+                    after={"spec": {"driver": {"manager": {"env": after}}}})
 
     def mutate(live):
         env = eviction_env(manager_env(live), wanted)
@@ -162,7 +175,8 @@ def driver_manager_env(module, wanted):
         manager = live.setdefault("spec", {}).setdefault("driver", {}).setdefault("manager", {})
         manager["env"] = env
         return True
-    update_object(cluster, CLUSTER_POLICY_API, "ClusterPolicy", name, mutate, field_manager=FIELD_MANAGER)
+    update_object(cluster, CLUSTER_POLICY_API, "ClusterPolicy", name, mutate, field_manager=FIELD_MANAGER,
+                  check_mode=module.check_mode)
     return report, change
 
 
@@ -182,11 +196,8 @@ def run(module):
         policy, change = driver_manager_env(module, bool(dra_pools) and module.params["driver_owner"] == GPU_OPERATOR)
         if change is not None:
             changes.append(change)
-    result = {"changed": any(c.changed for c in changes), "dra_pools": dra_pools, "node_labels": plan,
-              "cluster_policy": policy, "changes": [c.as_dict() for c in changes if c.changed]}
-    if module._diff:
-        result["diff"] = {"before": [{"%s %s" % (c.kind, c.name): c.before} for c in changes if c.changed],
-                          "after": [{"%s %s" % (c.kind, c.name): c.after} for c in changes if c.changed]}
+    result = {"dra_pools": dra_pools, "node_labels": plan, "cluster_policy": policy}
+    result.update(change_report(changes))
     dra_nodes = sorted(set(n for pool in dra_pools.values() for n in pool))
     if module.params["wait"] and not module.check_mode and dra_nodes:
         api_version = best_version(cluster.served_versions(GROUP))

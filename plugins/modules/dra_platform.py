@@ -155,14 +155,24 @@ scc:
   type: list
   elements: str
 changes:
-  description: Each object written (or that would be), with the fields that differ, before and after.
+  description:
+    - Each object written (or that would be, in check mode) in order, with C(key) (C(kind/name), or
+      C(kind/namespace/name)), C(kind), C(namespace), C(name), the dotted C(fields) that differ and their values
+      C(before) and C(after), nested as in the object (C(before) null for a new object, C(after) null for a deleted one).
   returned: always
   type: list
   elements: dict
+diff:
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+  returned: always
+  type: dict
 """
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
     apply_object,
+    change_report,
     delete_object,
     dry_run_apply,
 )
@@ -183,7 +193,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driv
     installed_from_helm,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import OPENSHIFT, plan_platform
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import GROUP, OPENSHIFT, plan_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import dra_pool_nodes
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.scc import LABELS, scc_objects, service_accounts
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
@@ -257,22 +267,20 @@ def run(module):
     waited = {"ready": True}
     if not api_version and not check and module.params["wait"]:
         # Written now or by an earlier round: the control plane rolls the feature set out node by node.
-        waited = {"changed": any(c.changed for c in changes), "changes": [c.as_dict() for c in changes if c.changed]}
+        waited = change_report(changes)
         outcome = module.wait_for(served_target(), api_served(GROUP), waited, interval=5.0)
         if outcome.ready:
             api_version = "resource.k8s.io/" + outcome.observed[0]
     warnings = plan["warnings"] + driver["warnings"]
     for warning in warnings:
         module.warn(warning)
-    result = {"changed": any(c.changed for c in changes), "platform": plan, "api_version": api_version,
+    result = {"platform": plan, "api_version": api_version,
               "dra_pools": dra_pools, "driver": driver, "warnings_list": warnings,
               "scc": ["%s/%s" % sa for sa in service_accounts(driver["release"])] if scc else [],
-              "changes": [c.as_dict() for c in changes if c.changed], "ready": waited["ready"]}
+              "ready": waited["ready"]}
     if "progress" in waited:
         result["progress"] = waited["progress"]
-    if module._diff:
-        result["diff"] = {"before": [{"%s %s" % (c.kind, c.name): c.before} for c in changes if c.changed],
-                          "after": [{"%s %s" % (c.kind, c.name): c.after} for c in changes if c.changed]}
+    result.update(change_report(changes))
     return result
 
 

@@ -89,23 +89,32 @@ class KubegpuModule(AnsibleModule):
             self.fail_json(msg=str(e))
         self.exit_json(**result)
 
-    def wait_for(self, target, predicate, result, interval=2.0, timeout=None, raise_on_failure=True):
+    def wait_policy(self):
+        """{budget, started} for wait_for: what is left of this call's round, and when the whole wait began."""
+        p = self.params
+        budget = None
+        if p.get("wait_round"):
+            budget = max(0.001, p["wait_round"] - (time.time() - self._call_start))
+        return {"budget": budget, "started": p.get("wait_started")}
+
+    def wait_for(self, target, predicate, result, interval=2.0, timeout=None, raise_on_failure=True, observe=None):
         """Wait through the one waiter (cluster/wait.py) with this call's round and the whole wait's start.
 
         Sets result["ready"] (False only when the round ran out before the wait ended: the task's `until` calls
         again) and result["progress"]; on a timeout or a failed state fails the module with the waiter's message,
         the progress and `result`. Several waits in one call share the round. Returns the Outcome.
+        observe(last read) is called at the end in every case, to put what was read into `result`; on an error
+        what it returns (a hint: what to check) is added to the message.
         """
-        p = self.params
-        budget = None
-        if p.get("wait_round"):
-            budget = max(0.001, p["wait_round"] - (time.time() - self._call_start))
         try:
-            outcome = wait_for(self.cluster, target, predicate, timeout if timeout is not None else p["timeout"],
-                               interval=interval, budget=budget, started=p.get("wait_started"),
-                               raise_on_failure=raise_on_failure)
+            outcome = wait_for(self.cluster, target, predicate,
+                               timeout if timeout is not None else self.params["timeout"], interval=interval,
+                               raise_on_failure=raise_on_failure, **self.wait_policy())
         except WaitError as e:
             result.update(ready=False, progress=e.progress)
-            self.fail_json(msg=str(e), **result)
+            hint = observe(e.observed) if observe else None
+            self.fail_json(msg=str(e) + (". " + hint if hint else ""), **result)
         result.update(ready=outcome.ready, progress=outcome.progress)
+        if observe:
+            observe(outcome.observed)
         return outcome

@@ -57,12 +57,14 @@ PROGRESS_LOG_ENV = "KUBEGPU_PROGRESS_LOG"
 
 # -- errors -------------------------------------------------------------------------------------------------------
 class WaitError(Exception):
-    """A wait that ended without its target ready: `progress` is the last round's progress (items, lines)."""
+    """A wait that ended without its target ready: `progress` is the last round's progress (items, lines),
+    `states` {item: (state, detail)} and `observed` what the target read last."""
 
-    def __init__(self, message, progress=None, states=None):
+    def __init__(self, message, progress=None, states=None, observed=None):
         super(WaitError, self).__init__(message)
         self.progress = progress or {}
         self.states = states or {}
+        self.observed = observed
 
 
 class WaitTimeout(WaitError):
@@ -71,6 +73,15 @@ class WaitTimeout(WaitError):
 
 class WaitFailed(WaitError):
     """A predicate saw a state that will not become ready by waiting (a failed CSV, an ignored ClusterPolicy)."""
+
+
+class RoundOver(Exception):
+    """Raised by a caller deep in a module's flow when a wait's round ran out (Outcome.ready False): the module
+    returns ready False with `progress` and is called again. Not an error."""
+
+    def __init__(self, progress):
+        super(RoundOver, self).__init__(progress.get("summary", "round over"))
+        self.progress = progress
 
 
 # -- targets ------------------------------------------------------------------------------------------------------
@@ -105,7 +116,8 @@ class Target(object):
 
     @property
     def single(self):
-        return self._read is not None or bool(self.name)
+        """Judged as one item (named by the target): a named object, or a custom read without `names`."""
+        return bool(self.name) or (self._read is not None and self.names is None)
 
     def read(self, cluster):
         if self._read is not None:
@@ -365,8 +377,8 @@ class _Round(object):
         return dict((n, round(t - self.started, 1)) for n, t in self.since.items())
 
     def last_seen(self, now, states=(WAITING, FAILED)):
-        return "; ".join("{0}: {1} for {2:.0f} s".format(n, d, now - self.since.get(n, now))
-                         for n, (s, d) in sorted(self.items.items()) if s in states) or "nothing"
+        return "; ".join(("" if self.target.single else n + ": ") + "{0} for {1:.0f} s".format(
+            d, now - self.since.get(n, now)) for n, (s, d) in sorted(self.items.items()) if s in states) or "nothing"
 
 
 def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, started=None, raise_on_failure=True,
@@ -394,12 +406,12 @@ def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, sta
         if failed and (predicate.fail_fast or not waiting) and raise_on_failure:
             raise WaitFailed("{0}: {1} (expected {2}; after {3:.0f} s)".format(
                 target.title, rnd.last_seen(now, (FAILED,)), predicate.expected, now - started),
-                rnd.progress(now), items)
+                rnd.progress(now), items, observed)
         if not waiting and not (failed and predicate.fail_fast and raise_on_failure):
             return Outcome(True, observed, items, rnd.progress(now), rnd.offsets())
         if now >= deadline:
             raise WaitTimeout("{0}: not ready after {1:.0f} s (expected {2}); last seen: {3}".format(
-                target.title, now - started, predicate.expected, rnd.last_seen(now)), rnd.progress(now), items)
+                target.title, now - started, predicate.expected, rnd.last_seen(now)), rnd.progress(now), items, observed)
         if now >= stop:
             return Outcome(False, observed, items, rnd.progress(now), rnd.offsets())
         sleep(max(0.0, min(interval, stop - now)))

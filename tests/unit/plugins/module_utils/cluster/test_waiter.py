@@ -97,7 +97,7 @@ def test_timeout_names_object_expected_last_seen_and_how_long():
         run([policy("notReady", [NOT_READY])], POLICY, state_ready(), timeout=10)
     assert str(err.value) == (
         "ClusterPolicy/cluster-policy: not ready after 10 s (expected status.state == ready); last seen: "
-        "cluster-policy: state notReady: Ready=False (reason OperandsNotReady): driver not ready for 10 s")
+        "state notReady: Ready=False (reason OperandsNotReady): driver not ready for 10 s")
     assert err.value.progress["pending"] == {
         "cluster-policy": "state notReady: Ready=False (reason OperandsNotReady): driver not ready (10 s)"}
 
@@ -125,7 +125,7 @@ def test_csv_failed_phase_stops_with_its_reason():
     target = Target("operators.coreos.com/v1alpha1", "ClusterServiceVersion", name="gpu.v1", namespace="ns")
     with pytest.raises(WaitFailed) as err:
         run([{"metadata": {"name": "gpu.v1"}, "status": {"phase": "Installing"}}, csv], target, csv_succeeded())
-    assert str(err.value) == ("ClusterServiceVersion/ns/gpu.v1: gpu.v1: phase Failed (reason InstallCheckFailed): "
+    assert str(err.value) == ("ClusterServiceVersion/ns/gpu.v1: phase Failed (reason InstallCheckFailed): "
                               "deployment gpu-operator not available for 0 s (expected status.phase == Succeeded; "
                               "after 2 s)")
 
@@ -137,7 +137,7 @@ def test_condition_reports_the_failing_condition_and_not_found():
     with pytest.raises(WaitTimeout) as err:
         run([None, isvc], target, condition("Ready"), timeout=4)
     assert "expected condition Ready=True" in str(err.value)
-    assert "llm: Ready=False (reason RevisionMissing): no revision ready for 2 s" in str(err.value)
+    assert "last seen: Ready=False (reason RevisionMissing): no revision ready for 2 s" in str(err.value)
     ready = dict(isvc, status={"conditions": [{"type": "Ready", "status": "True"}]})
     assert run([isvc, ready], target, condition("Ready"))[0].ready
 
@@ -196,3 +196,24 @@ def test_progress_log_file_gets_each_change(tmp_path, monkeypatch):
     run([policy(None), policy(None), policy("ready")], POLICY, state_ready())
     lines = log.read_text().splitlines()
     assert len(lines) == 2 and lines[0].endswith("ClusterPolicy/cluster-policy: no status yet (0 s)")
+
+
+def judge(predicate, obj):
+    return predicate.judge(obj, POLICY)["cluster-policy"]
+
+
+def test_state_ready_table():
+    reasons = [{"type": "Ready", "status": "False", "reason": "DriverNotReady", "message": "driver pods failing"},
+               {"type": "Error", "status": "True", "reason": "DriverNotReady", "message": "driver pods failing"}]
+    assert judge(state_ready(), policy("ready")) == (READY, "ready")
+    assert judge(state_ready(), None) == (WAITING, "not found")
+    assert judge(state_ready(), policy(None)) == (WAITING, "no status yet")
+    assert judge(state_ready(), policy("notReady", reasons)) == (WAITING, (
+        "state notReady: Ready=False (reason DriverNotReady): driver pods failing; Error=True (reason "
+        "DriverNotReady): driver pods failing"))
+    assert judge(state_ready(), policy("ignored"))[0] == FAILED
+    stale = policy("ready", [{"type": "Ready", "status": "True", "reason": "Reconciled", "observedGeneration": 2}],
+                   generation=3)
+    assert judge(state_ready(), stale)[0] == WAITING
+    stale["metadata"]["generation"] = 2
+    assert judge(state_ready(), stale)[0] == READY
