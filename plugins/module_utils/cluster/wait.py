@@ -20,6 +20,8 @@ The API (stable: modules and the serving stage build on it)::
     outcome.failed     names of failed items (only with raise_on_failure=False; otherwise WaitFailed is raised)
     outcome.progress   {summary, target, expected, ready, pending, failed, waited_s, lines}: what the task returns
 
+    (keyword arguments added later, all optional: memory=dict kept across the rounds of one wait)
+
 Predicates judge what the target read. Per kind (use these, or `each(fn, expected)` for a new one):
 `state_ready` (ClusterPolicy, NVIDIADriver: status.state == ready), `csv_succeeded` (CSV phase Succeeded; Failed
 stops the wait with the CSV's reason), `condition(type, status)` (e.g. Ready True, Available True; the failing
@@ -36,9 +38,10 @@ status.state == ready); last seen: cluster-policy: state notReady: Ready=False (
 Progress users see (docs/architecture.md, "Waits"): Ansible modules cannot print while they run, so a role calls
 a waiting module as a task with `until: <result>.ready` / `retries:` / `delay:` and a short O(wait_round): each
 call waits at most that long and returns `ready: false` with `progress`; Ansible prints a RETRYING line per round
-(live in AWX, with the round's result and its progress at -vv and in the AWX event). `wait_started` carries the
+(live in AWX; the round's result with its progress at -vvv and in the AWX event). `wait_started` carries the
 start of the whole wait from round to round, so O(timeout) bounds the whole wait and its error says how long it
-ran. Each poll whose state changed is also appended to the file named by KUBEGPU_PROGRESS_LOG, when set, for
+ran; KubegpuModule keeps what the rounds of one wait saw and wrote in a private file between rounds, so that the
+last round's result says `changed` and lists `changes` and progress `lines` of every round. Each poll whose state changed is also appended to the file named by KUBEGPU_PROGRESS_LOG, when set, for
 `tail -f`.
 """
 from __future__ import absolute_import, division, print_function
@@ -332,9 +335,13 @@ def _log(line):
 class _Round(object):
     """Bookkeeping of one call: per item, since when its detail has been what it is; the lines of change."""
 
-    def __init__(self, target, predicate, start, started):
+    def __init__(self, target, predicate, start, started, memory=None):
         self.target, self.predicate, self.start, self.started = target, predicate, start, started
         self.since, self.lines, self.items = {}, [], {}
+        # What earlier rounds of the same wait saw: an item still in that state keeps its `since`.
+        self.memory = memory.setdefault(target.title, {}) if memory is not None else {}
+        for name, (state, detail, since) in self.memory.items():
+            self.items[name], self.since[name] = (state, detail), since
 
     def see(self, items, now):
         changed = False
@@ -344,6 +351,8 @@ class _Round(object):
                 self.since[name] = now
                 changed = True
         self.items = items
+        self.memory.clear()
+        self.memory.update((n, [s, d, self.since[n]]) for n, (s, d) in items.items())
         if changed:
             line = "{0:.0f} s: {1}".format(now - self.started, self.summary(now))
             self.lines.append(line)
@@ -382,7 +391,7 @@ class _Round(object):
 
 
 def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, started=None, raise_on_failure=True,
-             clock=time.time, sleep=time.sleep):
+             clock=time.time, sleep=time.sleep, memory=None):
     """Poll `target` until `predicate` finds every item ready (one read per poll).
 
     timeout: seconds the whole wait may take, counted from `started` (epoch seconds; now when None).
@@ -390,12 +399,14 @@ def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, sta
     (the caller returns its progress and is called again). Raises WaitTimeout past the timeout, WaitFailed when an
     item failed (at once when the predicate is fail_fast, else when nothing is left waiting), unless
     raise_on_failure is False: then the Outcome is ready once nothing is waiting, and lists `failed`.
+    memory: a dict kept from round to round of one wait (KubegpuModule keeps it): an item still as an earlier
+    round saw it keeps the time it got there, so "pending 40 s" and the timeout's "for how long" span the rounds.
     """
     start = clock()
     started = start if started is None else float(started)
     deadline = started + timeout
     stop = min(deadline, start + budget) if budget else deadline
-    rnd = _Round(target, predicate, start, started)
+    rnd = _Round(target, predicate, start, started, memory)
     while True:
         observed = target.read(cluster)
         now = clock()
