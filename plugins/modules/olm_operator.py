@@ -203,7 +203,9 @@ changes:
   type: list
   elements: dict
 diff:
-  description: C(before) and C(after), each a mapping of object key (for example C(Subscription/nvidia-gpu-operator/gpu-operator-certified)) to the fields that differ.
+  description:
+    - C(before) and C(after), each a mapping of object key (for example
+      C(Subscription/nvidia-gpu-operator/gpu-operator-certified)) to the fields that differ.
   returned: always
   type: dict
 ready:

@@ -156,7 +156,9 @@ def patch_metadata(cluster, api_version, kind, name, labels, annotations, check_
         return change
     patch = {"metadata": after}
     if check_mode:
-        seen = cluster.__dict__.setdefault("_dry_run_patches", set())
+        seen = getattr(cluster, "_dry_run_patches", None)
+        if seen is None:
+            seen = cluster._dry_run_patches = set()
         fingerprint = (api_version, kind, namespace, repr(sorted(wanted.items())), repr(sorted(notes.items())))
         if fingerprint not in seen:
             seen.add(fingerprint)

@@ -12,7 +12,8 @@ The API (stable: modules and the serving stage build on it)::
     outcome = wait_for(cluster, target, state_ready(), timeout=1200,
                        interval=2.0,      # seconds between polls
                        budget=None,       # seconds this call may wait; then it returns outcome.ready False
-                       started=None)      # epoch seconds the whole wait began (a wait spread over several calls)
+                       started=None,      # epoch seconds the whole wait began (a wait spread over several calls)
+                       raise_on_failure=True)   # False: failed items end the wait without raising (outcome.failed)
 
     outcome.ready      True: every item is ready (or, with raise_on_failure=False, ready or failed)
     outcome.observed   what the target read last (an object, None, or a list)
@@ -22,27 +23,32 @@ The API (stable: modules and the serving stage build on it)::
 
     (keyword arguments added later, all optional: memory=dict kept across the rounds of one wait)
 
+    # in a module: KubegpuModule(..., waits=True) adds the options wait_round and wait_started, and
+    outcome = module.wait_for(target, predicate, result)   # timeout = the module's `timeout` option; sets
+                                                           # result["ready"], result["progress"]; fails the module
+                                                           # with the waiter's message on WaitTimeout/WaitFailed
+
 Predicates judge what the target read. Per kind (use these, or `each(fn, expected)` for a new one):
 `state_ready` (ClusterPolicy, NVIDIADriver: status.state == ready), `csv_succeeded` (CSV phase Succeeded; Failed
 stops the wait with the CSV's reason), `condition(type, status)` (e.g. Ready True, Available True; the failing
-condition's reason and message are in the detail), `field_equals(path, value)` (e.g. "scaled to zero":
-status.replicas 0), `node_changes(changes)` (MIG state and allocatable per node), `operand_configs(wanted)`
-(operand DaemonSets mounting their ConfigMaps), `resource_slices(nodes)` (each node publishes a ResourceSlice),
-`api_served(group)` (discovery).
+condition's reason and message are in the detail), `field_equals(path, value)` and `scaled_to_zero()` (status.replicas
+0), `node_changes(changes)` (MIG state and allocatable per node), `operand_configs(wanted)` (operand DaemonSets
+mounting their ConfigMaps), `resource_slices(nodes)` (each node publishes a ResourceSlice), `api_served(group)`
+(discovery).
 
 Errors: WaitTimeout and WaitFailed (both WaitError) name the target, what was expected, what was last seen and
 for how long, and how long the wait ran: `ClusterPolicy/cluster-policy: not ready after 1200 s (expected
-status.state == ready); last seen: cluster-policy: state notReady: Ready=False (reason OperandsNotReady) ... for
-40 s`. `err.progress` is the same progress as a successful round.
+status.state == ready); last seen: state notReady: Ready=False (reason OperandsNotReady): ... for 40 s`.
+`err.progress` is the same progress as a round's, `err.observed` the last read.
 
 Progress users see (docs/architecture.md, "Waits"): Ansible modules cannot print while they run, so a role calls
 a waiting module as a task with `until: <result>.ready` / `retries:` / `delay:` and a short O(wait_round): each
-call waits at most that long and returns `ready: false` with `progress`; Ansible prints a RETRYING line per round
-(live in AWX; the round's result with its progress at -vvv and in the AWX event). `wait_started` carries the
-start of the whole wait from round to round, so O(timeout) bounds the whole wait and its error says how long it
-ran; KubegpuModule keeps what the rounds of one wait saw and wrote in a private file between rounds, so that the
-last round's result says `changed` and lists `changes` and progress `lines` of every round. Each poll whose state changed is also appended to the file named by KUBEGPU_PROGRESS_LOG, when set, for
-`tail -f`.
+call waits at most that long and returns `ready: false` with `progress`; the module's action plugin prints the
+round's progress line and Ansible its RETRYING line (both live in AWX). `wait_started` carries the start of the
+whole wait from round to round, so O(timeout) bounds the whole wait and its error says how long it ran;
+KubegpuModule keeps what the rounds of one wait saw and wrote in a private file between rounds, so that the last
+round's result says `changed` and lists the `changes` and progress `lines` of every round. Each poll whose state
+changed is also appended to the file named by KUBEGPU_PROGRESS_LOG, when set, for `tail -f`.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -246,6 +252,13 @@ def field_equals(path, value, absent=None):
         have = get_field(obj, path, absent)
         return (READY if have == value else WAITING), "{0} {1}".format(path, have)
     return each(fn, "{0} == {1}".format(path, value))
+
+
+def scaled_to_zero():
+    """A Deployment (or any scalable object) with no replicas left: status.replicas 0 or absent."""
+    pred = field_equals("status.replicas", 0, absent=0)
+    pred.expected = "scaled to zero (status.replicas == 0)"
+    return pred
 
 
 def node_changes(changes):

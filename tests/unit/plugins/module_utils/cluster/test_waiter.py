@@ -217,3 +217,12 @@ def test_state_ready_table():
     assert judge(state_ready(), stale)[0] == WAITING
     stale["metadata"]["generation"] = 2
     assert judge(state_ready(), stale)[0] == READY
+
+
+def test_scaled_to_zero_names_what_it_waits_for():
+    from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import scaled_to_zero
+    target = Target("apps/v1", "Deployment", name="llm-predictor", namespace="models")
+    with pytest.raises(WaitTimeout) as err:
+        run([{"metadata": {"name": "llm-predictor"}, "status": {"replicas": 2}}], target, scaled_to_zero(), timeout=2)
+    assert str(err.value).startswith("Deployment/models/llm-predictor: not ready after 2 s (expected scaled to zero "
+                                     "(status.replicas == 0)); last seen: status.replicas 2 for 2 s")
