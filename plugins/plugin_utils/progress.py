@@ -5,7 +5,8 @@
 
 A module cannot print while it runs; its action plugin runs on the controller between the rounds of the task's
 `until` loop, so it prints the round's progress summary (one line, at default verbosity), just before Ansible's
-RETRYING line for that round. AWX shows both live.
+RETRYING line for that round, on stderr so that a machine-readable stdout callback stays parseable. A terminal and
+AWX show both live.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -20,7 +21,8 @@ display = Display()
 def progress_line(host, result):
     """The line printed for a round that ended with the wait not over, or None."""
     progress = result.get("progress")
-    if result.get("ready") is not False or not isinstance(progress, dict) or not progress.get("summary"):
+    if result.get("failed") or result.get("ready") is not False or not isinstance(progress, dict) or \
+            not progress.get("summary"):
         return None
     return "[{0}] waiting {1:.0f} s for {2}: {3}".format(host, progress.get("waited_s") or 0,
                                                       progress.get("expected") or "it", progress["summary"])
@@ -39,5 +41,6 @@ class WaitProgressAction(ActionBase):
                                            module_args=self._task.args, task_vars=task_vars))
         line = progress_line(task_vars.get("inventory_hostname", "localhost") if task_vars else "localhost", result)
         if line:
-            display.display(line)
+            # stderr: a machine-readable stdout callback (json) stays parseable; a terminal and AWX show both.
+            display.display(line, stderr=True)
         return result

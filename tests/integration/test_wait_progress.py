@@ -7,11 +7,13 @@ Ansible's RETRYING line, before the task's own result; the progress log (KUBEGPU
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from conftest import REPO
 from test_gpu_operator_role import INVENTORY, PLAYBOOK, _reset, helm_bin  # noqa: F401 (fixture)
 from kubegpu_devcluster import paths
 
@@ -33,13 +35,16 @@ def test_cluster_policy_wait_prints_progress_each_round_before_it_succeeds(slow_
     dc = slow_operator
     log = tmp_path / "progress.log"
     t0 = time.monotonic()
-    proc = dc.playbook(PLAYBOOK, "-i", str(INVENTORY), "-e", "gpu_operator_wait_round=3",
-                       env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "ANSIBLE_NOCOLOR": "1",
-                            "KUBEGPU_PROGRESS_LOG": str(log), "KUBEGPU_TEST_HELM": str(helm_bin),
-                            "KUBEGPU_TEST_CHARTS": str(paths.charts_dir())})
+    env = dict(dc.env(), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1",
+               KUBEGPU_PROGRESS_LOG=str(log), KUBEGPU_TEST_HELM=str(helm_bin),
+               KUBEGPU_TEST_CHARTS=str(paths.charts_dir()))
+    # The progress lines go to stderr (a json stdout callback stays parseable): read both, in order, as a
+    # terminal or AWX shows them.
+    proc = subprocess.run(["ansible-playbook", PLAYBOOK, "-i", str(INVENTORY), "-e", "gpu_operator_wait_round=3"],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     seconds = time.monotonic() - t0
     out = proc.stdout
-    assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, out[-4000:]
     start = out.index(f"TASK [kubegpu.platform.gpu_operator : {TASK}]")
     section = out[start:out.index("TASK [", start + 1)]
     progress = re.findall(r"^\[localhost\] waiting (\d+) s for status.state == ready: "
@@ -55,4 +60,4 @@ def test_cluster_policy_wait_prints_progress_each_round_before_it_succeeds(slow_
     lines = Path(log).read_text().splitlines()
     assert any("ClusterPolicy/gpu-cluster-policy: state notReady" in x for x in lines), lines
     assert any(x.endswith("ClusterPolicy/gpu-cluster-policy: ready") for x in lines), lines
-    print(f"\n{len(progress)} progress lines in {seconds:.1f} s")
+    print(f"\n{len(progress)} progress lines in {seconds:.1f} s:\n{section}")

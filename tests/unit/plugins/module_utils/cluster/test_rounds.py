@@ -39,4 +39,5 @@ def test_progress_line_only_for_a_round_that_is_not_over():
     assert progress_line("localhost", {"ready": False, "progress": progress}) == (
         "[localhost] waiting 12 s for status.state == ready: ClusterPolicy/cp: state notReady (4 s)")
     assert progress_line("localhost", {"ready": True, "progress": progress}) is None
+    assert progress_line("localhost", {"ready": False, "failed": True, "progress": progress}) is None
     assert progress_line("localhost", {"changed": False}) is None
