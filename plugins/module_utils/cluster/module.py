@@ -49,10 +49,12 @@ class Rounds(object):
     The last round (ready, or failed) removes the file.
     """
 
+    CARRIED = ("changes", "approved_plans")   # lists of what a round did, shown by the last round
+
     def __init__(self, params):
         digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:24]
         self.path = os.path.join(tempfile.gettempdir(), "kubegpu-wait-{0}.json".format(digest))
-        self.state = {"changes": [], "lines": [], "memory": {}}
+        self.state = {"changed": False, "carried": {}, "lines": [], "memory": {}}
         try:
             with open(self.path) as f:
                 self.state.update(json.load(f))
@@ -61,11 +63,14 @@ class Rounds(object):
         self.memory = self.state["memory"]
 
     def merge(self, result, last):
-        earlier = self.state["changes"]
-        if earlier:
-            result["changes"] = earlier + list(result.get("changes") or [])
+        """Fold the earlier rounds into this round's result; keep the whole for the next round unless `last`."""
+        carried = self.state["carried"]
+        for key in self.CARRIED:
+            if carried.get(key):
+                result[key] = carried[key] + list(result.get(key) or [])
+        if carried.get("changes"):
             result["diff"] = diff_of(result["changes"])
-            result["changed"] = True
+        result["changed"] = bool(result.get("changed")) or self.state["changed"]
         if isinstance(result.get("progress"), dict):
             lines = self.state["lines"] + [x for x in result["progress"].get("lines", []) if x not in self.state["lines"]]
             result["progress"]["lines"] = lines
@@ -75,7 +80,8 @@ class Rounds(object):
             except OSError:
                 pass
             return
-        state = {"changes": result.get("changes") or [], "memory": self.memory,
+        state = {"changed": result["changed"], "memory": self.memory,
+                 "carried": dict((k, result[k]) for k in self.CARRIED if result.get(k)),
                  "lines": (result.get("progress") or {}).get("lines", [])}
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:

@@ -22,7 +22,7 @@ def test_a_later_round_reports_what_earlier_rounds_changed(tmp_path, monkeypatch
     first.memory.setdefault("ClusterPolicy/cp", {})["cp"] = ["waiting", "no status yet", 1000.0]
 
     second = Rounds(PARAMS)
-    assert second.path == first.path and second.state["changes"] == [change]
+    assert second.path == first.path and second.state["carried"]["changes"] == [change]
     r2 = {"changed": False, "changes": [], "diff": {"before": {}, "after": {}}, "ready": True,
           "progress": {"lines": ["9 s: cp: ready"]}}
     second.merge(r2, last=True)
@@ -30,7 +30,16 @@ def test_a_later_round_reports_what_earlier_rounds_changed(tmp_path, monkeypatch
     assert r2["diff"] == {"before": {"ClusterPolicy/cp": None}, "after": {"ClusterPolicy/cp": {"spec": {}}}}
     assert r2["progress"]["lines"] == ["0 s: cp: no status yet", "9 s: cp: ready"]
     assert not os.path.exists(first.path)
-    assert Rounds(dict(PARAMS, wait_started=2000.0)).state["changes"] == []   # another wait
+    assert Rounds(dict(PARAMS, wait_started=2000.0)).state["carried"] == {}   # another wait
+
+
+def test_approvals_of_an_earlier_round_are_reported(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    plan = {"name": "install-abc", "csvs": ["gpu.v2"]}
+    Rounds(PARAMS).merge({"changed": True, "changes": [], "approved_plans": [plan], "ready": False}, last=False)
+    final = {"changed": False, "changes": [], "approved_plans": [], "ready": True}
+    Rounds(PARAMS).merge(final, last=True)
+    assert final["changed"] is True and final["approved_plans"] == [plan] and final["changes"] == []
 
 
 def test_progress_line_only_for_a_round_that_is_not_over():
