@@ -21,11 +21,12 @@ display = Display()
 def progress_line(host, result):
     """The line printed for a round that ended with the wait not over, or None."""
     progress = result.get("progress")
-    if result.get("failed") or result.get("ready") is not False or not isinstance(progress, dict) or \
-            not progress.get("summary"):
+    if result.get("failed") or result.get("ready") is not False:
         return None
-    return "[{0}] waiting {1:.0f} s for {2}: {3}".format(host, progress.get("waited_s") or 0,
-                                                      progress.get("expected") or "it", progress["summary"])
+    if not isinstance(progress, dict) or not progress.get("summary"):
+        return None
+    return "[{0}] waiting {1:.0f} s for {2}: {3}".format(
+        host, progress.get("waited_s") or 0, progress.get("expected") or "it", progress["summary"])
 
 
 class WaitProgressAction(ActionBase):

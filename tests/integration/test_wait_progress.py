@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from test_gpu_operator_role import INVENTORY, PLAYBOOK, _reset, helm_bin  # noqa: F401 (fixture)
+from test_gpu_operator_role import INVENTORY, PLAYBOOK, _reset, helm_bin  # noqa: F401 pylint: disable=unused-import
 from kubegpu_devcluster import paths
 
 READY_SECONDS = 12
@@ -52,8 +52,8 @@ def test_cluster_policy_wait_prints_progress_each_round_before_it_succeeds(slow_
     retrying = re.findall(rf"^FAILED - RETRYING: \[localhost\]: .*{TASK} \((\d+) retries left\)", section, re.M)
     # The policy is new: the operator needs READY_SECONDS, so rounds of 3 s show it at least twice.
     assert len(progress) >= 2 and len(retrying) == len(progress), section
-    assert all("state notReady" in detail or "no status yet" in detail for _, detail in progress), progress
-    waited = [int(s) for s, _ in progress]
+    assert all("state notReady" in detail or "no status yet" in detail for dummy, detail in progress), progress
+    waited = [int(s) for s, dummy in progress]
     assert waited == sorted(waited) and waited[-1] >= 3, waited
     # The progress comes before the task's result, and the task ends changed (the first round wrote the policy).
     assert section.rindex("FAILED - RETRYING") < section.index("changed: [localhost]"), section

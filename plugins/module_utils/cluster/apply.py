@@ -307,10 +307,10 @@ def _refused(verb, kind, title, api_version, e):
     if getattr(e, "status", None) in (401, 403):
         return describe_api_error("dry-run {0} {1} {2}".format(verb, kind, title), e)
     summary = getattr(e, "summary", None)
+    reason = summary() if callable(summary) else e
     return ("{0} {1}: the API server refused it in a dry run (HTTP {2}), so nothing was written: {3} Check the field "
-            "names and values against the {0} schema ({4}).".format(kind, title, getattr(e, "status", None),
-                                                                     summary() if callable(summary) else e,
-                                                                     api_version))
+            "names and values against the {0} schema ({4}).".format(kind, title, getattr(e, "status", None), reason,
+                                                                    api_version))
 
 
 def dry_run_apply(cluster, obj, field_manager=FIELD_MANAGER):

@@ -50,6 +50,7 @@ def drain_node(cluster, node, pods, timeout, interval=1.0, budget=None, started=
             continue
         except DynamicApiError as e:
             raise ClusterError(describe_api_error("evict pod {0} from node {1}".format(ref, node), e))
+
     def read(c):
         return [ref for ref in pods if c.get("v1", "Pod", ref.split("/", 1)[1], ref.split("/", 1)[0])]
 

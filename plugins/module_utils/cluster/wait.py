@@ -178,8 +178,9 @@ def conditions_of(obj):
 
 
 def describe_conditions(conditions):
-    return "; ".join("{0}={1} (reason {2}): {3}".format(c.get("type"), c.get("status"), c.get("reason") or "-",
-                                                         c.get("message") or "-") for c in conditions) or "no conditions"
+    parts = ["{0}={1} (reason {2}): {3}".format(c.get("type"), c.get("status"), c.get("reason") or "-",
+                                                c.get("message") or "-") for c in conditions]
+    return "; ".join(parts) or "no conditions"
 
 
 def _stale(obj):
