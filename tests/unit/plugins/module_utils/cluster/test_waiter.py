@@ -152,9 +152,9 @@ def test_condition_failed_reason_stops():
 
 def test_scaled_to_zero_counts_an_absent_replicas_field_as_zero():
     target = Target("apps/v1", "Deployment", name="llm-predictor", namespace="models")
-    outcome, dummy = run([{"metadata": {"name": "llm-predictor"}, "status": {"replicas": 1}},
-                      {"metadata": {"name": "llm-predictor"}, "status": {}}], target,
-                     field_equals("status.replicas", 0, absent=0))
+    reads = [{"metadata": {"name": "llm-predictor"}, "status": {"replicas": 1}},
+             {"metadata": {"name": "llm-predictor"}, "status": {}}]
+    outcome, dummy = run(reads, target, field_equals("status.replicas", 0, absent=0))
     assert outcome.ready and outcome.progress["lines"][0].endswith("status.replicas 1 (0 s)")
 
 
@@ -177,8 +177,8 @@ def test_resource_slices_and_discovery():
         run([slices], target, resource_slices(["a", "b"]), timeout=2)
     assert "b: no ResourceSlice of gpu.nvidia.com for 2 s" in str(err.value)
     assert err.value.progress["ready"] == ["a"]
-    outcome, dummy = run([[], ["v1"]], Target.custom("resource.k8s.io", read=lambda c: c.served_versions("x")),
-                     api_served("resource.k8s.io"))
+    served = Target.custom("resource.k8s.io", read=lambda c: c.served_versions("x"))
+    outcome, dummy = run([[], ["v1"]], served, api_served("resource.k8s.io"))
     assert outcome.ready and outcome.items["resource.k8s.io"] == (READY, "served as v1")
 
 
