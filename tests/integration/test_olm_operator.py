@@ -196,10 +196,13 @@ def test_timeout_names_the_phase_and_the_subscription(dc):
     assert time.monotonic() - t0 < 30
     assert result["failed"] is True
     msg = result["msg"]
-    assert msg.startswith(f"package {GPU}: timed out after 6 s waiting for CSV {GPU}.v26.7.0 phase Installing; "
-                          "last CSV phase seen: Installing; Subscription gpu-operator-certified: state UpgradePending")
+    # The object, what was expected, what was last seen and for how long, then what to look at.
+    assert msg.startswith(f"package {GPU} (Subscription {ns}/{GPU}): not ready after 6 s (expected CSV {GPU}.v26.7.0 "
+                          f"Succeeded); last seen: CSV {GPU}.v26.7.0 phase Installing for "), msg
+    assert ("last CSV phase seen: Installing; Subscription gpu-operator-certified: state UpgradePending" in msg), msg
     assert "pending InstallPlans: none" in msg
-    assert result["progress"][0].endswith(f"an InstallPlan for {GPU}.v26.7.0") or "approved" in result["progress"][0]
+    lines = result["progress"]["lines"]
+    assert f"an InstallPlan for {GPU}.v26.7.0" in lines[0] or "approved" in lines[0], lines
 
 
 def test_automatic_approval_with_namespace_labels(dc):
