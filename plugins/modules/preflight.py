@@ -1,0 +1,170 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: preflight
+short_description: Check the inventory and the cluster for the stages a playbook will run, before anything is written
+version_added: 0.2.0
+description:
+  - Checks the inventory variables of every stage the playbook runs (C(kubegpu_platform), C(kubegpu_gpu_operator),
+    C(kubegpu_node_pools), C(kubegpu_dra)) - unknown keys anywhere, each named with its full path and the closest
+    valid key; types and choices, named as the user wrote them (C(kubegpu_gpu_operator.timeout)); then each stage's
+    own rules - pools, ClusterPolicy sections, dead fields and enum values, NVIDIADriver entries, claim templates
+    and DRA driver feature gates.
+  - Then reads the cluster, and only reads it - OpenShift - the GPU Operator's channel and CSV and NFD's channel
+    in their PackageManifests; the pools resolved to the nodes of today (overlapping pools, MIG layouts per GPU
+    model, GPU models without MIG, unknown MachineSets, a pool that selects no node); DRA - what the platform
+    allows and the driver's feature gates for its release.
+  - Every problem is reported at once, grouped per variable (RV(errors)); the task fails when there is one, so the
+    playbook stops before its first write. Every playbook of the collection runs it first, for all its stages.
+  - Writes nothing, in check mode or not, and reports C(changed=false).
+author:
+  - kubegpu.platform contributors (@kubegpu)
+options:
+  stages:
+    description: The stages the playbook will run.
+    type: list
+    elements: str
+    choices: [gpu_operator, node_pools, dra]
+    required: true
+  variables:
+    description:
+      - The C(kubegpu_*) variables as the play sees them (name - value). Absent ones take their defaults. A name
+        close to a variable of the collection (C(kubegpu_node_pool)) is reported as a misspelling; variables of
+        stages still being built (C(kubegpu_serving)...) are accepted as they are.
+    type: dict
+    default: {}
+  cluster:
+    description: Also read the cluster; V(false) checks the inventory alone.
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+attributes:
+  check_mode:
+    support: full
+    description: Runs the same reads and checks; it never writes.
+  diff_mode:
+    support: none
+requirements:
+  - kubernetes >= 24.2.0
+  - kubernetes.core collection
+"""
+
+EXAMPLES = r"""
+- name: Check every input before anything is written
+  kubegpu.platform.preflight:
+    stages: [gpu_operator, node_pools, dra]
+    variables:
+      kubegpu_platform: "{{ kubegpu_platform | default(omit) }}"
+      kubegpu_gpu_operator: "{{ kubegpu_gpu_operator | default(omit) }}"
+      kubegpu_node_pools: "{{ kubegpu_node_pools | default(omit) }}"
+      kubegpu_dra: "{{ kubegpu_dra | default(omit) }}"
+"""
+
+RETURN = r"""
+errors:
+  description: Per variable (or stage, for what the cluster refuses), every problem found; empty when none.
+  returned: always
+  type: dict
+checked:
+  description: Per stage, what was checked (inventory variables, packages and channels, pools and their nodes, DRA).
+  returned: always
+  type: dict
+platform:
+  description: The platform the stages were judged for (V(openshift) or V(kubernetes)); empty when the cluster was not read.
+  returned: always
+  type: str
+"""
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import (
+    check_inventory,
+    describe,
+    variables_of,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import MARKETPLACE_NAMESPACE, PACKAGE_API
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight import (
+    GPU_OPERATOR_PACKAGE,
+    NFD_PACKAGE,
+    check_cluster,
+    setting,
+)
+
+MACHINESET_API = "machine.openshift.io/v1beta1"
+MACHINE_API_NAMESPACE = "openshift-machine-api"
+CLUSTER_POLICY_API = "nvidia.com/v1"
+STAGE_ORDER = ("gpu_operator", "node_pools", "dra")
+
+
+def observe(cluster, variables, stages):
+    """Read what check_cluster judges, with list and get calls only."""
+    observed = {}
+    platform = setting(variables, "kubegpu_platform")
+    if platform not in ("openshift", "kubernetes"):
+        openshift = cluster.get("config.openshift.io/v1", "ClusterVersion", "version") is not None
+        platform = "openshift" if openshift else "kubernetes"
+    observed["platform"] = platform
+    if "gpu_operator" in stages and platform == "openshift":
+        if cluster.resource(PACKAGE_API, "PackageManifest") is None:
+            observed["packages"] = None
+        else:
+            observed["packages"] = dict((name, cluster.get(PACKAGE_API, "PackageManifest", name, MARKETPLACE_NAMESPACE))
+                                        for name in (GPU_OPERATOR_PACKAGE, NFD_PACKAGE))
+    if "node_pools" in stages or "dra" in stages:
+        observed["nodes"] = cluster.list("v1", "Node")
+    if "node_pools" in stages:
+        observed["machinesets"] = (cluster.list(MACHINESET_API, "MachineSet", namespace=MACHINE_API_NAMESPACE)
+                                   if cluster.resource(MACHINESET_API, "MachineSet") is not None else None)
+        observed["cluster_policies"] = (cluster.list(CLUSTER_POLICY_API, "ClusterPolicy")
+                                        if cluster.resource(CLUSTER_POLICY_API, "ClusterPolicy") is not None else None)
+    if "dra" in stages:
+        observed["dra_facts"] = platform_facts(cluster)
+    return observed
+
+
+def run(module):
+    stages = [s for s in STAGE_ORDER if s in module.params["stages"]]
+    variables = dict((k, v) for k, v in (module.params["variables"] or {}).items() if v is not None)
+    errors = check_inventory(variables, stages)
+    checked = dict((stage, ["inventory: " + ", ".join(variables_of([stage]))]) for stage in stages)
+    platform = ""
+    # The cluster is judged for the stages whose variables passed: a broken variable would only repeat its error.
+    broken = set(errors)
+    sound = [s for s in stages if not broken.intersection(variables_of([s]))]
+    if module.params["cluster"] and sound:
+        observed = observe(module.cluster, variables, sound)
+        platform = observed["platform"]
+        cluster_errors, cluster_checked = check_cluster(variables, sound, observed)
+        for stage, problems in cluster_errors.items():
+            errors.setdefault(stage, []).extend(problems)
+        for stage, done in cluster_checked.items():
+            checked[stage].extend(done)
+    result = {"changed": False, "errors": errors, "checked": checked, "platform": platform}
+    if errors:
+        count = sum(len(problems) for problems in errors.values())
+        module.fail_json(msg="%d problem%s found before anything was written (stages %s); nothing was written:\n%s"
+                             % (count, "" if count == 1 else "s", ", ".join(stages), describe(errors)), **result)
+    return result
+
+
+def main():
+    module = KubegpuModule(
+        argument_spec={
+            "stages": {"type": "list", "elements": "str", "required": True, "choices": list(STAGE_ORDER)},
+            "variables": {"type": "dict", "default": {}},
+            "cluster": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    module.run(run)
+
+
+if __name__ == "__main__":
+    main()
