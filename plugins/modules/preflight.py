@@ -51,6 +51,7 @@ attributes:
     description: Runs the same reads and checks; it never writes.
   diff_mode:
     support: none
+    description: Nothing is changed, so there is nothing to show.
 requirements:
   - kubernetes >= 24.2.0
   - kubernetes.core collection

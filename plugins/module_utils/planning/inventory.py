@@ -173,8 +173,8 @@ def check_value(path, value, spec):
     if problem:
         return ["%s: expected %s, got %r" % (path, _EXPECTED[kind], problem[0])]
     if "choices" in spec and value not in spec["choices"]:
-        return ["%s: %r is not valid%s; valid: %s" % (path, value, did_you_mean(value, spec["choices"]),
-                                                     ", ".join(str(c) for c in spec["choices"]))]
+        valid = ", ".join(str(choice) for choice in spec["choices"])
+        return ["%s: %r is not valid%s; valid: %s" % (path, value, did_you_mean(value, spec["choices"]), valid)]
     options = spec.get("options")
     if kind == "dict" and options is not None:
         return _check_options(path, value, options)
@@ -304,8 +304,8 @@ def _dra_problems(settings):
         try:
             parse_claim_templates([entry])
         except DraError as e:
-            problems.append("kubegpu_dra.claim_templates[%d]: %s" % (index, str(e).replace("claim_templates[0]",
-                                                                                          "claim_templates[%d]" % index)))
+            message = str(e).replace("claim_templates[0]", "claim_templates[%d]" % index)
+            problems.append("kubegpu_dra.claim_templates[%d]: %s" % (index, message))
     if not problems:
         try:
             templates = parse_claim_templates(raw_templates)

@@ -83,7 +83,8 @@ POOL_OPTIONS = {
     "selector": {"type": "dict", "options": {
         "matchLabels": {"type": "dict"},
         "matchExpressions": {"type": "list", "elements": "dict", "options": {
-            "key": {"type": "str", "required": True},
+            # A label key, not a secret (Ansible's sanity test asks about options named key).
+            "key": {"type": "str", "required": True, "no_log": False},
             "operator": {"type": "str", "required": True, "choices": list(_OPERATORS)},
             "values": {"type": "list", "elements": "str"},
         }},
