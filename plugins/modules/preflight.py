@@ -77,6 +77,12 @@ checked:
   description: Per stage, what was checked (inventory variables, packages and channels, pools and their nodes, DRA).
   returned: always
   type: dict
+requirements:
+  description: What someone must change outside the collection before a stage can run (e.g. DRA on a control plane
+    the collection does not own), as the DRA platform step reports it.
+  returned: always
+  type: list
+  elements: str
 platform:
   description: The platform the stages were judged for (V(openshift) or V(kubernetes)); empty when the cluster was not read.
   returned: always
@@ -135,19 +141,21 @@ def run(module):
     variables = dict((k, v) for k, v in (module.params["variables"] or {}).items() if v is not None)
     errors = check_inventory(variables, stages)
     checked = dict((stage, ["inventory: " + ", ".join(variables_of([stage]))]) for stage in stages)
-    platform = ""
+    platform, requirements = "", []
     # The cluster is judged for the stages whose variables passed: a broken variable would only repeat its error.
     broken = set(errors)
     sound = [s for s in stages if not broken.intersection(variables_of([s]))]
     if module.params["cluster"] and sound:
         observed = observe(module.cluster, variables, sound)
         platform = observed["platform"]
-        cluster_errors, cluster_checked = check_cluster(variables, sound, observed)
-        for stage, problems in cluster_errors.items():
+        judged = check_cluster(variables, sound, observed)
+        for stage, problems in judged["errors"].items():
             errors.setdefault(stage, []).extend(problems)
-        for stage, done in cluster_checked.items():
+        for stage, done in judged["checked"].items():
             checked[stage].extend(done)
-    result = {"changed": False, "errors": errors, "checked": checked, "platform": platform}
+        requirements = judged["requirements"]
+    result = {"changed": False, "errors": errors, "checked": checked, "platform": platform,
+              "requirements": requirements}
     if errors:
         count = sum(len(problems) for problems in errors.values())
         module.fail_json(msg="%d problem%s found before anything was written (stages %s); nothing was written:\n%s"

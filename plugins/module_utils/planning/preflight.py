@@ -69,18 +69,22 @@ def operator_release(variables):
 
 
 def check_cluster(variables, stages, observed):
-    """Judge the observed cluster for the stages: ({stage: [problem]}, {stage: [what was checked]})."""
-    errors, checked = {}, {}
+    """Judge the observed cluster for the stages.
+
+    Returns {"errors": {stage: [problem]}, "checked": {stage: [what was checked]}, "requirements": [what someone
+    must change outside the collection, as the DRA platform step reports it]}.
+    """
+    errors, checked, requirements = {}, {}, []
     for stage, check in (("gpu_operator", _gpu_operator), ("node_pools", _node_pools), ("dra", _dra)):
         if stage in stages:
-            problems, done = check(variables, stages, observed)
+            problems, done = check(variables, stages, observed, requirements)
             if problems:
                 errors[stage] = problems
             checked[stage] = done
-    return errors, checked
+    return {"errors": errors, "checked": checked, "requirements": requirements}
 
 
-def _gpu_operator(variables, stages, observed):
+def _gpu_operator(variables, stages, observed, requirements):
     if observed["platform"] != "openshift":
         return [], ["platform kubernetes: the operator comes from its Helm chart (OLM not used)"]
     packages = observed.get("packages")
@@ -112,7 +116,7 @@ def _pools(variables):
     return parse_pools(variables.get("kubegpu_node_pools") or [])
 
 
-def _node_pools(variables, stages, observed):
+def _node_pools(variables, stages, observed, requirements):
     problems, done = [], []
     nodes = observed["nodes"]
     if "gpu_operator" not in stages and not observed.get("cluster_policies"):
@@ -143,7 +147,7 @@ def _selector_text(selector):
     return "{%s}" % ", ".join(parts)
 
 
-def _dra(variables, stages, observed):
+def _dra(variables, stages, observed, requirements):
     problems, done = [], []
     dra = variables.get("kubegpu_dra") or {}
     facts = observed["dra_facts"]
@@ -153,6 +157,7 @@ def _dra(variables, stages, observed):
                                                 "to be enabled (%s)" % ", ".join(w["kind"] for w in plan["writes"])))
     except DraError as e:
         problems.append("kubegpu_dra: %s" % e)
+        requirements.extend(getattr(e, "requirements", None) or [])
     try:
         pools = dra_pool_nodes(variables.get("kubegpu_node_pools") or [], observed["nodes"])
         templates = parse_claim_templates(dra.get("claim_templates") or [])
@@ -166,6 +171,9 @@ def _dra(variables, stages, observed):
                                                  for p, n in pools.items()) or "none"))
         done.append("DRA driver %s, feature gates %s" % (driver["release"]["chart_version"],
                                                          driver["values"]["featureGates"] or "default"))
-    except (DraError, PoolError) as e:
-        problems.append("kubegpu_dra: %s" % e if isinstance(e, DraError) else "kubegpu_node_pools: %s" % e)
+    except DraError as e:
+        problems.append("kubegpu_dra: %s" % e)
+        requirements.extend(getattr(e, "requirements", None) or [])
+    except PoolError as e:
+        problems.append("kubegpu_node_pools: %s" % e)
     return problems, done
