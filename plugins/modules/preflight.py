@@ -16,8 +16,9 @@ description:
     valid key; types and choices, named as the user wrote them (C(kubegpu_gpu_operator.timeout)); then each stage's
     own rules - pools, ClusterPolicy sections, dead fields and enum values, NVIDIADriver entries, claim templates
     and DRA driver feature gates.
-  - Then reads the cluster, and only reads it - OpenShift - the GPU Operator's channel and CSV and NFD's channel
-    in their PackageManifests; the pools resolved to the nodes of today (overlapping pools, MIG layouts per GPU
+  - Then reads the cluster, and only reads it - every C(cluster_policy) field against the ClusterPolicy CRD's schema
+    (from the cluster, or from the C(crds/) folder of a local chart; the API server would drop an unknown field
+    silently); OpenShift - the GPU Operator's channel and CSV and NFD's channel in their PackageManifests; the pools resolved to the nodes of today (overlapping pools, MIG layouts per GPU
     model, GPU models without MIG, unknown MachineSets, a pool that selects no node); DRA - what the platform
     allows and the driver's feature gates for its release.
   - Every problem is reported at once, grouped per variable (RV(errors)); the task fails when there is one, so the
@@ -54,6 +55,7 @@ attributes:
     description: Nothing is changed, so there is nothing to show.
 requirements:
   - kubernetes >= 24.2.0
+  - PyYAML
   - kubernetes.core collection
 """
 
@@ -89,8 +91,13 @@ platform:
   type: str
 """
 
+import os
+
+import yaml
+
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import spec_schema
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import (
     check_inventory,
     describe,
@@ -107,17 +114,35 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.prefligh
 MACHINESET_API = "machine.openshift.io/v1beta1"
 MACHINE_API_NAMESPACE = "openshift-machine-api"
 CLUSTER_POLICY_API = "nvidia.com/v1"
+CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
+CLUSTER_POLICY_CRD_FILE = "nvidia.com_clusterpolicies.yaml"
 STAGE_ORDER = ("gpu_operator", "node_pools", "dra")
 
 
+def policy_schema(cluster, variables):
+    """(schema of the ClusterPolicy spec, where it was read) from the cluster's CRD, else from the CRD a local
+    chart brings (Kubernetes, helm.chart a folder), else (None, None)."""
+    crd = cluster.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", CLUSTER_POLICY_CRD)
+    if crd is not None:
+        return spec_schema(crd), "CustomResourceDefinition " + CLUSTER_POLICY_CRD
+    chart = setting(variables, "kubegpu_gpu_operator.helm.chart")
+    path = os.path.join(str(chart), "crds", CLUSTER_POLICY_CRD_FILE)
+    if os.path.isfile(path):
+        with open(path) as f:
+            return spec_schema(yaml.safe_load(f)), path
+    return None, None
+
+
 def observe(cluster, variables, stages):
-    """Read what check_cluster judges, with list and get calls only."""
+    """Read what check_cluster judges, with list and get calls only (and the CRD file of a local chart)."""
     observed = {}
     platform = setting(variables, "kubegpu_platform")
     if platform not in ("openshift", "kubernetes"):
         openshift = cluster.get("config.openshift.io/v1", "ClusterVersion", "version") is not None
         platform = "openshift" if openshift else "kubernetes"
     observed["platform"] = platform
+    if "gpu_operator" in stages:
+        observed["policy_schema"], observed["policy_schema_source"] = policy_schema(cluster, variables)
     if "gpu_operator" in stages and platform == "openshift":
         if cluster.resource(PACKAGE_API, "PackageManifest") is None:
             observed["packages"] = None

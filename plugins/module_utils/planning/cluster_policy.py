@@ -223,6 +223,51 @@ def settings_problems(settings, prefix="settings."):
     return problems
 
 
+_SCHEMA_TYPES = {"boolean": (bool,), "integer": (int,), "string": (str,), "object": (dict,), "array": (list,)}
+_SCHEMA_WORDS = {"boolean": "true or false", "integer": "an integer", "string": "a string", "object": "a mapping",
+                 "array": "a list"}
+
+
+def schema_problems(value, schema, prefix):
+    """Fields of value the ClusterPolicy CRD's schema (openAPIV3Schema of spec) does not declare, and values of
+    the wrong type, each naming prefix + the field, the closest declared field and what is valid.
+
+    The API server prunes undeclared fields without a word, so a misspelt field (driver.enabeld) would be dropped
+    silently. A null value (which removes a field of the base) and schemas that keep unknown fields are passed.
+    """
+    problems = []
+    if value is None or not isinstance(schema, dict):
+        return problems
+    kind = schema.get("type")
+    if schema.get("x-kubernetes-int-or-string"):
+        kind = None
+    if kind in _SCHEMA_TYPES:
+        wrong = not isinstance(value, _SCHEMA_TYPES[kind]) or (kind == "integer" and isinstance(value, bool))
+        if wrong:
+            return ["{0}: expected {1}, got {2!r}".format(prefix.rstrip("."), _SCHEMA_WORDS[kind], value)]
+    if isinstance(value, dict) and "properties" in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        properties = schema["properties"]
+        for key in sorted(value, key=str):
+            if key not in properties:
+                problems.append("{0}{1}: not a field of the ClusterPolicy (the API server would drop it){2}; valid: "
+                                "{3}".format(prefix, key, did_you_mean(key, properties), ", ".join(sorted(properties))))
+            else:
+                problems.extend(schema_problems(value[key], properties[key], "{0}{1}.".format(prefix, key)))
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            problems.extend(schema_problems(item, schema["items"], "{0}[{1}].".format(prefix.rstrip("."), index)))
+    return problems
+
+
+def spec_schema(crd):
+    """The openAPIV3Schema of spec in a ClusterPolicy CustomResourceDefinition (its first served version), or None."""
+    for version in ((crd or {}).get("spec") or {}).get("versions") or []:
+        if version.get("served"):
+            schema = ((version.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {}
+            return schema.get("spec")
+    return None
+
+
 def check_settings(settings):
     """Refuse settings the operator would ignore or that are not ClusterPolicy spec sections. Raises PolicyError."""
     problems = settings_problems(settings)

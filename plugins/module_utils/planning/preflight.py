@@ -6,8 +6,9 @@
 check_inventory (inventory.py) needs no cluster. check_cluster judges what the preflight module read (plain dicts)
 with the stages' own planning code, so a refusal here is the refusal the stage would give later, only earlier:
 
-- gpu_operator, OpenShift: the GPU Operator's channel and CSV, and NFD's channel, in their PackageManifests
-  (olm.select). On Kubernetes the chart is the role's to check (helm).
+- gpu_operator: every field of cluster_policy against the ClusterPolicy CRD's schema when there is one to read
+  (the API server would drop an unknown field silently); on OpenShift the GPU Operator's channel and CSV, and NFD's
+  channel, in their PackageManifests (olm.select). On Kubernetes the chart is the role's to check (helm).
 - node_pools: the pools resolved to today's nodes (overlaps, MIG layouts per GPU model, unknown GPU models:
   node_pools.plan_pools), their MachineSets (pool_writes.machineset_writes), and a pool that selects no node
   and names no MachineSet (a typo in a selector would otherwise share nothing, silently). Without the
@@ -22,12 +23,15 @@ Observed (what the module reads; a key is absent when its stage is not run):
   machinesets       [MachineSet] or None when the cluster does not serve them
   cluster_policies  [ClusterPolicy] or None when the kind is not served
   dra_facts         cluster/dra.platform_facts
+  policy_schema     the ClusterPolicy CRD's schema of spec, or None when there is none to read
+  policy_schema_source  where it was read: the cluster's CRD, or the local chart's crds/ folder
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning import cluster_policy
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     needed_gates,
     parse_claim_templates,
@@ -85,13 +89,14 @@ def check_cluster(variables, stages, observed):
 
 
 def _gpu_operator(variables, stages, observed, requirements):
+    problems, done = _policy_fields(variables, observed.get("policy_schema"), observed.get("policy_schema_source"))
     if observed["platform"] != "openshift":
-        return [], ["platform kubernetes: the operator comes from its Helm chart (OLM not used)"]
+        return problems, done + ["platform kubernetes: the operator comes from its Helm chart (OLM not used)"]
     packages = observed.get("packages")
     if packages is None:
-        return ["the API server does not serve packages.operators.coreos.com/v1 PackageManifest: OLM is not "
-                "installed on this OpenShift cluster (set kubegpu_platform: kubernetes to install with Helm)"], []
-    problems, done = [], []
+        return problems + [
+            "the API server does not serve packages.operators.coreos.com/v1 PackageManifest: OLM is not installed on "
+            "this OpenShift cluster (set kubegpu_platform: kubernetes to install with Helm)"], done
     channel, csv = operator_release(variables)
     wanted = [(GPU_OPERATOR_PACKAGE, channel, csv, "kubegpu_gpu_operator.channel / version")]
     if as_bool(setting(variables, "kubegpu_gpu_operator.nfd.enabled")):
@@ -110,6 +115,15 @@ def _gpu_operator(variables, stages, observed, requirements):
             continue
         done.append("OLM package %s: channel %s, CSV %s offered" % (package, choice["channel"], choice["csv"]))
     return problems, done
+
+
+def _policy_fields(variables, schema, source):
+    """kubegpu_gpu_operator.cluster_policy against the ClusterPolicy CRD's schema, when one could be read."""
+    if schema is None:
+        return [], ["cluster_policy: sections and dead fields of the known release (no ClusterPolicy CRD to read)"]
+    policy = (variables.get("kubegpu_gpu_operator") or {}).get("cluster_policy") or {}
+    problems = cluster_policy.schema_problems(policy, schema, "kubegpu_gpu_operator.cluster_policy.")
+    return problems, ["cluster_policy: every field against the ClusterPolicy CRD's schema (%s)" % source]
 
 
 def _pools(variables):

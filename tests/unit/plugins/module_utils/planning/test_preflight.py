@@ -121,3 +121,54 @@ def test_dra_requirements_are_returned():
     judged = check_cluster({}, ["dra"], observed(dra_facts=facts))
     assert judged["requirements"] == [
         "set kubegpu_dra.acknowledge_tech_preview_no_upgrade: true, or upgrade to OpenShift 4.21 where DRA is GA"]
+
+
+SCHEMA = {"type": "object", "properties": {
+    "driver": {"type": "object", "properties": {
+        "enabled": {"type": "boolean"}, "version": {"type": "string"},
+        "env": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"},
+                                                                          "value": {"type": "string"}}}},
+        "resources": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {}},
+        "maxUnavailable": {"x-kubernetes-int-or-string": True, "type": "string"}}},
+    "mig": {"type": "object", "properties": {"strategy": {"type": "string"}}}}}
+
+
+@pytest.mark.parametrize("policy, words", [
+    ({"driver": {"enabeld": False}}, ["kubegpu_gpu_operator.cluster_policy.driver.enabeld: not a field",
+                                      "did you mean 'enabled'", "valid: enabled, env, maxUnavailable"]),
+    ({"driver": {"enabled": "no"}}, ["kubegpu_gpu_operator.cluster_policy.driver.enabled: expected true or false"]),
+    ({"driver": {"env": [{"name": "A", "valu": "1"}]}}, ["cluster_policy.driver.env[0].valu: not a field",
+                                                         "did you mean 'value'"]),
+    ({"mig": {"strategy": 1}}, ["cluster_policy.mig.strategy: expected a string, got 1"]),
+])
+def test_cluster_policy_fields_against_the_crd_schema(policy, words):
+    judged = check_cluster({"kubegpu_gpu_operator": {"cluster_policy": policy}}, ["gpu_operator"],
+                           observed(policy_schema=SCHEMA, policy_schema_source="test"))
+    message = " ".join(judged["errors"]["gpu_operator"])
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_cluster_policy_fields_the_schema_leaves_open_pass():
+    policy = {"driver": {"resources": {"limits": {"cpu": 1}}, "maxUnavailable": 2, "version": None}}
+    judged = check_cluster({"kubegpu_gpu_operator": {"cluster_policy": policy}}, ["gpu_operator"],
+                           observed(policy_schema=SCHEMA, policy_schema_source="test"))
+    assert judged["errors"] == {}
+
+
+def test_the_shipped_crd_schema_takes_the_demo_settings():
+    import yaml
+    from pathlib import Path
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import (
+        CHART_VALUES,
+        chart_spec,
+        schema_problems,
+        spec_schema,
+    )
+    crd = Path(__file__).resolve().parents[6] / "shared" / "crds" / "nvidia" / "nvidia.com_clusterpolicies.yaml"
+    if not crd.exists():
+        pytest.skip("no ../shared/crds beside the checkout")
+    schema = spec_schema(yaml.safe_load(crd.read_text()))
+    assert schema_problems(chart_spec(CHART_VALUES), schema, "spec.") == []
+    assert schema_problems({"driver": {"enabeld": True}}, schema, "spec.")[0].startswith(
+        "spec.driver.enabeld: not a field of the ClusterPolicy")
