@@ -20,10 +20,13 @@ description:
     (from the cluster, or from the C(crds/) folder of a local chart; the API server would drop an unknown field
     silently); OpenShift - the GPU Operator's channel and CSV and NFD's channel in their PackageManifests; the pools resolved to the nodes of today (overlapping pools, MIG layouts per GPU
     model, GPU models without MIG, unknown MachineSets, a pool that selects no node); DRA - what the platform
-    allows and the driver's feature gates for its release.
+    allows, the driver's feature gates for its release, and the C(cel) of claim templates, which the API server
+    compiles in a server-side dry run of their DeviceClasses (a dry run stores nothing) once C(resource.k8s.io) is
+    served.
   - Every problem is reported at once, grouped per variable (RV(errors)); the task fails when there is one, so the
     playbook stops before its first write. Every playbook of the collection runs it first, for all its stages.
-  - Writes nothing, in check mode or not, and reports C(changed=false).
+  - Writes nothing, in check mode or not, and reports C(changed=false); its only requests besides reads are those
+    dry runs.
 author:
   - kubegpu.platform contributors (@kubegpu)
 options:
@@ -95,9 +98,16 @@ import os
 
 import yaml
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import dry_run_apply
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import spec_schema
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
+    device_class,
+    parse_claim_templates,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import best_version
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import (
     check_inventory,
     describe,
@@ -117,6 +127,8 @@ CLUSTER_POLICY_API = "nvidia.com/v1"
 CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
 CLUSTER_POLICY_CRD_FILE = "nvidia.com_clusterpolicies.yaml"
 STAGE_ORDER = ("gpu_operator", "node_pools", "dra")
+# The dra stage's field manager: its dry runs are the ones the dra_platform module makes.
+DRA_FIELD_MANAGER = "kubegpu.platform/dra"
 
 
 def policy_schema(cluster, variables):
@@ -161,6 +173,27 @@ def observe(cluster, variables, stages):
     return observed
 
 
+def check_cel(cluster, variables, served_versions):
+    """Dry-run the DeviceClass of each claim template with its own cel (the API server compiles CEL; a dry run
+    stores nothing). Returns (problems, what was checked)."""
+    templates = [t for t in parse_claim_templates((variables.get("kubegpu_dra") or {}).get("claim_templates") or [])
+                 if t.cel]
+    if not templates:
+        return [], []
+    api_version = best_version(served_versions or [])
+    if api_version is None:
+        return [], ["claim templates' cel: checked by the dra stage once resource.k8s.io is served"]
+    problems = []
+    for template in templates:
+        obj = device_class(template, api_version)
+        try:
+            dry_run_apply(cluster, obj, DRA_FIELD_MANAGER)
+        except ClusterError as e:
+            problems.append("kubegpu_dra.claim_templates: claim template '%s': the API server refuses its DeviceClass "
+                            "%s: %s (check the template's cel)" % (template.name, obj["metadata"]["name"], e))
+    return problems, ["claim templates' cel: %d DeviceClass(es) validated by the API server (dry run)" % len(templates)]
+
+
 def run(module):
     stages = [s for s in STAGE_ORDER if s in module.params["stages"]]
     variables = dict((k, v) for k, v in (module.params["variables"] or {}).items() if v is not None)
@@ -179,6 +212,11 @@ def run(module):
         for stage, done in judged["checked"].items():
             checked[stage].extend(done)
         requirements = judged["requirements"]
+        if "dra" in sound and "dra" not in errors:
+            problems, done = check_cel(module.cluster, variables, observed["dra_facts"]["served_versions"])
+            if problems:
+                errors["dra"] = problems
+            checked["dra"].extend(done)
     result = {"changed": False, "errors": errors, "checked": checked, "platform": platform,
               "requirements": requirements}
     if errors:
