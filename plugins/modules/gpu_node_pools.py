@@ -37,18 +37,105 @@ author:
 options:
   pools:
     description:
-      - The node pools. Each has C(name), C(selector) (a Kubernetes label selector) and/or C(machinesets)
-        (OpenShift MachineSet names), C(max_unavailable) (nodes changed at once, an integer or a percentage,
-        default 1) and C(sharing).
-      - C(sharing.strategy) is one of C(none), C(mig), C(time-slicing), C(mps), C(dra). C(sharing.mig.layout) is a
-        named layout (C(all-balanced), C(all-1g.10gb)...), a mapping of profile to count, or a list of per-GPU
-        entries; C(sharing.mig.strategy) is C(mixed) or C(single). C(sharing.time_slicing) has C(replicas),
-        C(rename_by_default), C(fail_requests_greater_than_one), and may be combined with MIG to time-slice MIG
-        devices. C(sharing.mps) has C(replicas) and C(rename_by_default). C(dra) only reserves the nodes for the
-        DRA stage.
+      - The node pools (C(kubegpu_node_pools)). A pool needs C(selector), C(machinesets) or both; with both a node
+        must match both. Pools must not overlap.
+      - The keys, types and choices below are those of C(POOL_OPTIONS) in C(plugins/module_utils/planning/pool_spec.py),
+        which a unit test compares with this documentation.
     type: list
     elements: dict
     required: true
+    suboptions:
+      name:
+        description: Lowercase letters, digits and C(-), at most 40 characters, unique; configs are named C(kubegpu-<name>).
+        type: str
+        required: true
+      selector:
+        description: A Kubernetes label selector over node labels; an empty one is refused (it would take every node).
+        type: dict
+        suboptions:
+          matchLabels:
+            description: Label - value; quote C(true), C(false) and numbers.
+            type: dict
+          matchExpressions:
+            description: Requirements over node labels.
+            type: list
+            elements: dict
+            suboptions:
+              key:
+                description: The label key.
+                type: str
+                required: true
+              operator:
+                description: C(In) and C(NotIn) take C(values); C(Exists) and C(DoesNotExist) take none.
+                type: str
+                required: true
+                choices: [In, NotIn, Exists, DoesNotExist]
+              values:
+                description: Label values.
+                type: list
+                elements: str
+      machinesets:
+        description: OpenShift - the MachineSets (namespace C(openshift-machine-api)) whose machines join the pool.
+        type: list
+        elements: str
+      max_unavailable:
+        description: Nodes changed at once - a whole number of 1 or more, or a percentage of the pool's nodes (V(25%)).
+        type: raw
+        default: 1
+      sharing:
+        description: How the pool's GPUs are shared.
+        type: dict
+        required: true
+        suboptions:
+          strategy:
+            description: V(dra) only reserves the nodes for the DRA stage.
+            type: str
+            required: true
+            choices: [none, mig, time-slicing, mps, dra]
+          mig:
+            description: Strategy C(mig) only.
+            type: dict
+            suboptions:
+              layout:
+                description:
+                  - A named layout (V(all-balanced), V(all-1g.10gb)...), C({profile - count}) per GPU, or a list of
+                    per-GPU entries C({devices, profiles}); checked against the GPU model of every node of the pool.
+                type: raw
+                required: true
+              strategy:
+                description: How MIG devices are advertised; default what the layout needs.
+                type: str
+                choices: [single, mixed]
+          time_slicing:
+            description: Strategy C(time-slicing), or C(mig) to time-slice every MIG device.
+            type: dict
+            suboptions:
+              replicas:
+                description: Each device advertised this many times (2 or more).
+                type: int
+                required: true
+              rename_by_default:
+                description: Advertise the replicas as C(<resource>.shared).
+                type: bool
+                default: false
+              fail_requests_greater_than_one:
+                description: Refuse a container that asks for more than one replica; unset keeps the device plugin's default.
+                type: bool
+          mps:
+            description: Strategy C(mps) only; MPS cannot share MIG devices.
+            type: dict
+            suboptions:
+              replicas:
+                description: Each GPU advertised this many times (2 or more).
+                type: int
+                required: true
+              rename_by_default:
+                description: Advertise the replicas as C(<resource>.shared).
+                type: bool
+                default: false
+              fail_requests_greater_than_one:
+                description: Refuse a container that asks for more than one replica (the default for MPS); V(false) needs device plugin v0.20.0+.
+                type: bool
   operator_namespace:
     description: Namespace of the GPU Operator. Default is the one the ClusterPolicy reports in C(status.namespace).
     type: str
@@ -163,6 +250,7 @@ progress:
   type: dict
 """
 
+import copy
 import time
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
@@ -198,7 +286,11 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_poo
     check_gpu_pods,
     plan_pools,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
+    POOL_OPTIONS,
+    PoolError,
+    parse_pools,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import plan_writes
 
 MACHINESET_API = "machine.openshift.io/v1beta1"
@@ -467,7 +559,7 @@ def run(module):
 def main():
     module = KubegpuModule(
         argument_spec={
-            "pools": {"type": "list", "elements": "dict", "required": True},
+            "pools": {"type": "list", "elements": "dict", "required": True, "options": copy.deepcopy(POOL_OPTIONS)},
             "operator_namespace": {"type": "str"},
             "mig_configmap": {"type": "str", "default": "kubegpu-mig-parted-config"},
             "device_plugin_configmap": {"type": "str", "default": "kubegpu-device-plugin-config"},

@@ -298,5 +298,6 @@ def test_bad_input_is_refused_before_anything_is_written(dc, helm_bin):
     out, stats, _seconds = _run(dc, helm_bin, *_extra_vars(mig_strategy="all-1g"))
     assert stats["failures"] == 1
     message = _failure(out)
-    assert "gpu_operator_mig_strategy" in message and "all-1g" in message and "mixed" in message, message
+    # Refused by the preflight play, in the inventory's words, before the stage starts.
+    assert "kubegpu_gpu_operator.mig_strategy" in message and "all-1g" in message and "mixed" in message, message
     assert dc.audit.writes(mark) == []

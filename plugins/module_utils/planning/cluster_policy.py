@@ -18,6 +18,7 @@ import json
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import merged as deep_merge
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import csv_version, version_key
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.suggest import did_you_mean
 
 CLUSTER_POLICY_API = "nvidia.com/v1"
 NVIDIA_DRIVER_API = "nvidia.com/v1alpha1"
@@ -201,34 +202,88 @@ def strip_dead_fields(spec):
     return out, warnings
 
 
-def check_settings(settings):
-    """Refuse settings the operator would ignore or that are not ClusterPolicy spec sections. Raises PolicyError."""
+def settings_problems(settings, prefix="settings."):
+    """Every reason to refuse settings (unknown sections, non-mapping sections, dead fields), each naming
+    prefix + the field, the value and what is valid; [] when none."""
     if not isinstance(settings, dict):
-        raise PolicyError("settings must be a mapping of ClusterPolicy spec sections (e.g. cdi: {{enabled: true}}), "
-                          "got {0!r}".format(settings))
+        return ["{0}: must be a mapping of ClusterPolicy spec sections (e.g. cdi: {{enabled: true}}), got "
+                "{1!r}".format(prefix.rstrip("."), settings)]
     problems = []
-    for key in sorted(settings):
+    for key in sorted(settings, key=str):
         if key not in SECTIONS:
-            problems.append("settings.{0}: not a ClusterPolicy spec section (the API server would drop it); valid: "
-                            "{1}".format(key, ", ".join(sorted(SECTIONS))))
+            problems.append("{0}{1}: not a ClusterPolicy spec section (the API server would drop it){2}; valid: "
+                            "{3}".format(prefix, key, did_you_mean(key, SECTIONS), ", ".join(sorted(SECTIONS))))
         elif settings[key] is not None and not isinstance(settings[key], dict):
-            problems.append("settings.{0}: must be a mapping of its fields (e.g. {0}: {{enabled: true}}), got "
-                            "{1!r}".format(key, settings[key]))
+            problems.append("{0}{1}: must be a mapping of its fields (e.g. {1}: {{enabled: true}}), got "
+                            "{2!r}".format(prefix, key, settings[key]))
     for path, instead in sorted(DEAD_FIELDS.items()):
         if has_path(settings, path):
-            problems.append("settings.{0}: dead field, the operator ignores it ({0}: {1!r}); use {2}".format(
-                path, get_path(settings, path), instead))
+            problems.append("{0}{1}: dead field, the operator ignores it ({1}: {2!r}); use {3}".format(
+                prefix, path, get_path(settings, path), instead))
+    return problems
+
+
+_SCHEMA_TYPES = {"boolean": (bool,), "integer": (int,), "string": (str,), "object": (dict,), "array": (list,)}
+_SCHEMA_WORDS = {"boolean": "true or false", "integer": "an integer", "string": "a string", "object": "a mapping",
+                 "array": "a list"}
+
+
+def schema_problems(value, schema, prefix):
+    """Fields of value the ClusterPolicy CRD's schema (openAPIV3Schema of spec) does not declare, and values of
+    the wrong type, each naming prefix + the field, the closest declared field and what is valid.
+
+    The API server prunes undeclared fields without a word, so a misspelt field (driver.enabeld) would be dropped
+    silently. A null value (which removes a field of the base) and schemas that keep unknown fields are passed.
+    """
+    problems = []
+    if value is None or not isinstance(schema, dict):
+        return problems
+    kind = schema.get("type")
+    if schema.get("x-kubernetes-int-or-string"):
+        kind = None
+    if kind in _SCHEMA_TYPES:
+        wrong = not isinstance(value, _SCHEMA_TYPES[kind]) or (kind == "integer" and isinstance(value, bool))
+        if wrong:
+            return ["{0}: expected {1}, got {2!r}".format(prefix.rstrip("."), _SCHEMA_WORDS[kind], value)]
+    if isinstance(value, dict) and "properties" in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        properties = schema["properties"]
+        for key in sorted(value, key=str):
+            if key not in properties:
+                problems.append("{0}{1}: not a field of the ClusterPolicy (the API server would drop it){2}; valid: "
+                                "{3}".format(prefix, key, did_you_mean(key, properties), ", ".join(sorted(properties))))
+            else:
+                problems.extend(schema_problems(value[key], properties[key], "{0}{1}.".format(prefix, key)))
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            problems.extend(schema_problems(item, schema["items"], "{0}[{1}].".format(prefix.rstrip("."), index)))
+    return problems
+
+
+def spec_schema(crd):
+    """The openAPIV3Schema of spec in a ClusterPolicy CustomResourceDefinition (its first served version), or None."""
+    for version in ((crd or {}).get("spec") or {}).get("versions") or []:
+        if version.get("served"):
+            schema = ((version.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {}
+            return schema.get("spec")
+    return None
+
+
+def check_settings(settings):
+    """Refuse settings the operator would ignore or that are not ClusterPolicy spec sections. Raises PolicyError."""
+    problems = settings_problems(settings)
     if problems:
         raise PolicyError("; ".join(problems))
 
 
+def enum_problems(spec, enums, prefix):
+    """Enum values the CRD would reject, each naming prefix + field, the value and the valid values."""
+    return ["{0}{1}: {2!r} is not valid; valid: {3}".format(prefix, path, get_path(spec, path), ", ".join(valid))
+            for path, valid in sorted(enums.items()) if has_path(spec, path) and get_path(spec, path) not in valid]
+
+
 def check_enums(spec, enums, prefix):
     """Refuse enum values the CRD would reject, naming field, value and the valid values. Raises PolicyError."""
-    problems = []
-    for path, valid in sorted(enums.items()):
-        if has_path(spec, path) and get_path(spec, path) not in valid:
-            problems.append("{0}{1}: {2!r} is not valid; valid: {3}".format(
-                prefix, path, get_path(spec, path), ", ".join(valid)))
+    problems = enum_problems(spec, enums, prefix)
     if problems:
         raise PolicyError("; ".join(problems))
 

@@ -61,15 +61,54 @@ CONFIG_PREFIX = NAME_PREFIX
 # max_unavailable as a percentage of the pool's nodes; node_pools reads the number back.
 PERCENT = re.compile(r"^([0-9]+)%$")
 
-_POOL_KEYS = ("name", "selector", "machinesets", "max_unavailable", "sharing")
-_SELECTOR_KEYS = ("matchLabels", "matchExpressions")
-_EXPRESSION_KEYS = ("key", "operator", "values")
 _OPERATORS_WITH_VALUES = ("In", "NotIn")
 _OPERATORS = _OPERATORS_WITH_VALUES + ("Exists", "DoesNotExist")
-_SHARING_KEYS = ("strategy", "mig", "time_slicing", "mps")
-_MIG_KEYS = ("layout", "strategy")
-_TIME_SLICING_KEYS = ("replicas", "rename_by_default", "fail_requests_greater_than_one")
-_MPS_KEYS = ("replicas", "rename_by_default", "fail_requests_greater_than_one")
+
+
+def _replicas_options():
+    """Options of sharing.time_slicing and sharing.mps (fail_requests_greater_than_one: unset keeps the mode's default)."""
+    return {
+        "replicas": {"type": "int", "required": True},
+        "rename_by_default": {"type": "bool", "default": False},
+        "fail_requests_greater_than_one": {"type": "bool"},
+    }
+
+
+# The shape of one pool, in Ansible argument-spec terms: the one source of the keys, types and choices that the
+# gpu_node_pools module's argument_spec, its DOCUMENTATION, the node_pools role's meta/argument_specs.yml and the
+# inventory check (inventory.py) use. parse_pools checks the values themselves. "raw" marks a value of several
+# shapes (max_unavailable: 2 or "25%"; layout: a name, {profile: count} or per-GPU entries).
+POOL_OPTIONS = {
+    "name": {"type": "str", "required": True},
+    "selector": {"type": "dict", "options": {
+        "matchLabels": {"type": "dict"},
+        "matchExpressions": {"type": "list", "elements": "dict", "options": {
+            # A label key, not a secret (Ansible's sanity test asks about options named key).
+            "key": {"type": "str", "required": True, "no_log": False},
+            "operator": {"type": "str", "required": True, "choices": list(_OPERATORS)},
+            "values": {"type": "list", "elements": "str"},
+        }},
+    }},
+    "machinesets": {"type": "list", "elements": "str"},
+    "max_unavailable": {"type": "raw", "default": 1},
+    "sharing": {"type": "dict", "required": True, "options": {
+        "strategy": {"type": "str", "required": True, "choices": list(STRATEGIES)},
+        "mig": {"type": "dict", "options": {
+            "layout": {"type": "raw", "required": True},
+            "strategy": {"type": "str", "choices": list(MIG_STRATEGIES)},
+        }},
+        "time_slicing": {"type": "dict", "options": _replicas_options()},
+        "mps": {"type": "dict", "options": _replicas_options()},
+    }},
+}
+
+_POOL_KEYS = tuple(POOL_OPTIONS)
+_SELECTOR_KEYS = tuple(POOL_OPTIONS["selector"]["options"])
+_EXPRESSION_KEYS = tuple(POOL_OPTIONS["selector"]["options"]["matchExpressions"]["options"])
+_SHARING_KEYS = tuple(POOL_OPTIONS["sharing"]["options"])
+_MIG_KEYS = tuple(POOL_OPTIONS["sharing"]["options"]["mig"]["options"])
+_TIME_SLICING_KEYS = tuple(POOL_OPTIONS["sharing"]["options"]["time_slicing"]["options"])
+_MPS_KEYS = tuple(POOL_OPTIONS["sharing"]["options"]["mps"]["options"])
 
 # 40 characters keep kubegpu-<name> within the 63 of a label value.
 _POOL_NAME_MAX = 40

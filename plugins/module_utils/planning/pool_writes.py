@@ -70,7 +70,7 @@ def plan_writes(plan, pools, observed, names):
     namespace = observed["namespace"]
     configmaps = observed.get("configmaps") or {}
     mig_name, dp_name = names["mig_configmap"], names["device_plugin_configmap"]
-    machinesets = _machineset_writes(plan, pools, observed.get("machinesets"))
+    machinesets = machineset_writes(plan, pools, observed.get("machinesets"))
     points_at_ours = (_spec_get(policy, "spec", "migManager", "config", "name") == mig_name
                       and _spec_get(policy, "spec", "devicePlugin", "config", "name") == dp_name)
     needed = bool(
@@ -106,7 +106,7 @@ def plan_writes(plan, pools, observed, names):
     return result
 
 
-def _machineset_writes(plan, pools, machinesets):
+def machineset_writes(plan, pools, machinesets):
     """Return [{name, namespace, labels}] for the MachineSets pools name; refuse the ones that do not exist."""
     wanted = [(pool, entry) for pool, entry in zip(pools, plan["pools"]) if pool.machinesets]
     if not wanted:

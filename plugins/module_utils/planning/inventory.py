@@ -1,0 +1,367 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The inventory variables users write, and every check of them that needs no cluster.
+
+INVENTORY is the one description of kubegpu_platform, kubegpu_gpu_operator, kubegpu_node_pools and kubegpu_dra:
+keys, types, choices, suboptions and defaults, in Ansible argument-spec terms. The roles map these variables into
+their own prefixed defaults (roles/*/defaults/main.yml) and validate those with meta/argument_specs.yml; a unit test
+keeps the three in step. check_inventory walks the variables against INVENTORY (unknown keys anywhere, with the
+closest valid key; types; choices) and then hands each variable that passed to the checks of the stage that owns
+it (pool_spec for the pools, cluster_policy for ClusterPolicy fields, the DRA claim templates and driver values),
+so each rule stays where it lives. Errors are collected, not raised: {variable: [message, ...]}, each message
+starting with the path the user wrote (kubegpu_gpu_operator.timeout: expected an integer, got 'soon').
+
+A variable of a stage still being built (FUTURE) is accepted as it is until its entry joins INVENTORY.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from collections.abc import Mapping
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning import cluster_policy
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
+    needed_gates,
+    parse_claim_templates,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import (
+    DRIVER_ROOTS,
+    GPU_OPERATOR,
+    driver_values,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
+    POOL_OPTIONS,
+    PoolError,
+    parse_pools,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.suggest import did_you_mean
+
+PLATFORMS = ["auto", "openshift", "kubernetes"]
+APPROVALS = ["Manual", "Automatic"]
+
+# Stages a playbook can run, and the variables each reads.
+STAGES = {
+    "gpu_operator": ("kubegpu_platform", "kubegpu_gpu_operator"),
+    "node_pools": ("kubegpu_node_pools",),
+    "dra": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_dra"),
+}
+# Variables of stages not described here yet: accepted unchecked (add the stage to INVENTORY and STAGES to check it).
+FUTURE = ("kubegpu_serving", "kubegpu_tenancy", "kubegpu_monitoring")
+
+_HELM_COMMON = {
+    "chart": {"type": "str"},
+    "values": {"type": "dict"},
+    "binary": {"type": "str", "default": ""},
+    "wait": {"type": "bool", "default": False},
+}
+
+INVENTORY = {
+    "kubegpu_platform": {"type": "str", "choices": PLATFORMS, "default": "auto"},
+    "kubegpu_gpu_operator": {"type": "dict", "default": {}, "options": {
+        "version": {"type": "str", "default": "v26.7.0"},
+        "namespace": {"type": "str", "default": ""},
+        "driver": {"type": "dict", "options": {
+            "enabled": {"type": "bool", "default": True},
+            "kernel_module_type": {"type": "str", "choices": list(cluster_policy.POLICY_ENUMS["driver.kernelModuleType"]),
+                                   "default": "auto"},
+            "precompiled": {"type": "bool", "default": False},
+            "per_node_pool": {"type": "bool", "default": False},
+            # NVIDIADriver objects in upstream names, checked by cluster_policy.driver_objects.
+            "nvidia_drivers": {"type": "list", "elements": "dict", "default": []},
+        }},
+        "toolkit": {"type": "dict", "options": {"enabled": {"type": "bool", "default": True}}},
+        "cdi": {"type": "dict", "options": {
+            "enabled": {"type": "bool", "default": True},
+            "nri_plugin": {"type": "bool", "default": False},
+        }},
+        "mig_strategy": {"type": "str", "choices": list(cluster_policy.POLICY_ENUMS["mig.strategy"]), "default": "single"},
+        "service_monitor": {"type": "bool", "default": True},
+        # Upstream ClusterPolicy spec fields, checked by cluster_policy (sections, dead fields, enums).
+        "cluster_policy": {"type": "dict", "default": {}},
+        "channel": {"type": "str", "default": ""},
+        "approval": {"type": "str", "choices": APPROVALS, "default": "Manual"},
+        "catalog_source": {"type": "str", "default": ""},
+        "helm": {"type": "dict", "options": dict(_HELM_COMMON, **{
+            "chart": {"type": "str", "default": "nvidia/gpu-operator"},
+            "repo_url": {"type": "str", "default": "https://helm.ngc.nvidia.com/nvidia"},
+            "values": {"type": "dict", "default": {}},
+        })},
+        "nfd": {"type": "dict", "options": {
+            "enabled": {"type": "bool", "default": True},
+            "namespace": {"type": "str", "default": "openshift-nfd"},
+            "channel": {"type": "str", "default": "stable"},
+            "source": {"type": "str", "default": "redhat-operators"},
+            "approval": {"type": "str", "choices": APPROVALS, "default": "Automatic"},
+            "operand_image": {"type": "str",
+                              "default": "registry.redhat.io/openshift4/ose-node-feature-discovery-rhel9:v4.20"},
+            "instance_spec": {"type": "dict", "default": {}},
+            "timeout": {"type": "int", "default": 600},
+        }},
+        "wait": {"type": "bool", "default": True},
+        "timeout": {"type": "int", "default": 1200},
+    }},
+    "kubegpu_node_pools": {"type": "list", "elements": "dict", "default": [], "options": POOL_OPTIONS},
+    "kubegpu_dra": {"type": "dict", "default": {}, "options": {
+        # Claim templates: keys and values checked by dra/claim_templates.py.
+        "claim_templates": {"type": "list", "elements": "dict", "default": []},
+        "driver": {"type": "dict", "default": {}, "options": {
+            "chart_version": {"type": "str"},
+            "driver_owner": {"type": "str", "choices": sorted(DRIVER_ROOTS)},
+            "compute_domains": {"type": "bool", "default": False},
+            "log_verbosity": {"type": "int"},
+            # gate: true|false, checked per driver release by dra/driver_values.py.
+            "feature_gates": {"type": "dict"},
+        }},
+        "acknowledge_tech_preview_no_upgrade": {"type": "bool", "default": False},
+        "openshift_scc": {"type": "bool", "default": True},
+        "helm": {"type": "dict", "options": dict(_HELM_COMMON, **{
+            "chart": {"type": "str", "default": ""},
+            "values": {"type": "dict", "default": {"webhook": {"enabled": False}}},
+        })},
+        "wait": {"type": "bool", "default": True},
+        "timeout": {"type": "int", "default": 600},
+    }},
+}
+
+# Ansible's spellings of true and false (module_utils.parsing.convert_bool), which the roles' argument specs accept.
+_TRUE = ("y", "yes", "on", "1", "true", "t", 1, 1.0)
+_FALSE = ("n", "no", "off", "0", "false", "f", 0, 0.0)
+_EXPECTED = {"str": "a string", "int": "an integer", "bool": "true or false", "dict": "a mapping", "list": "a list"}
+
+
+def variables_of(stages):
+    """The inventory variables the stages read, in INVENTORY order."""
+    wanted = set(name for stage in stages for name in STAGES[stage])
+    return [name for name in INVENTORY if name in wanted]
+
+
+def check_inventory(variables, stages):
+    """Check the kubegpu_* variables (name -> value as the play sees it) that the stages read.
+
+    Returns {variable: [message, ...]} for the variables with problems ({} when all are fine). A variable that is
+    absent takes its defaults. A kubegpu_* name that is not a variable of the collection but close to one is a
+    misspelling, reported under that name.
+    """
+    variables = dict(variables or {})
+    errors = {}
+    known = list(INVENTORY) + list(FUTURE)
+    for name in sorted(variables):
+        if name not in known:
+            hint = did_you_mean(name, known, cutoff=0.8)
+            if hint:
+                errors[name] = ["%s: not a variable of kubegpu.platform%s; its value is ignored" % (name, hint)]
+    for name in variables_of(stages):
+        if name not in variables or variables[name] is None:
+            continue
+        problems = check_value(name, variables[name], INVENTORY[name])
+        if not problems:
+            problems = _STAGE_CHECKS.get(name, lambda value: [])(variables[name])
+        if problems:
+            errors[name] = problems
+    return errors
+
+
+def check_value(path, value, spec):
+    """Problems of value against one spec entry (type, choices, keys and suboptions), each starting with path."""
+    if value is None:
+        return []
+    kind = spec.get("type", "raw")
+    value, problem = _typed(kind, value)
+    if problem:
+        return ["%s: expected %s, got %r" % (path, _EXPECTED[kind], problem[0])]
+    if "choices" in spec and value not in spec["choices"]:
+        valid = ", ".join(str(choice) for choice in spec["choices"])
+        return ["%s: %r is not valid%s; valid: %s" % (path, value, did_you_mean(value, spec["choices"]), valid)]
+    options = spec.get("options")
+    if kind == "dict" and options is not None:
+        return _check_options(path, value, options)
+    if kind == "list":
+        problems = []
+        for index, item in enumerate(value):
+            where = "%s[%d]" % (path, index)
+            element = spec.get("elements")
+            if element is None:
+                continue
+            item, problem = _typed(element, item)
+            if problem:
+                problems.append("%s: expected %s, got %r" % (where, _EXPECTED[element], problem[0]))
+            elif element == "dict" and spec.get("options") is not None:
+                problems.extend(_check_options(_element_name(where, item), item, spec["options"]))
+        return problems
+    return []
+
+
+def _element_name(where, item):
+    """kubegpu_node_pools[0] (llm-h100): the index and, when the entry has one, its name."""
+    name = item.get("name") if isinstance(item, Mapping) else None
+    return "%s (%s)" % (where, name) if isinstance(name, str) and name else where
+
+
+def _check_options(path, value, options):
+    problems = []
+    for key in sorted(value, key=str):
+        if key not in options:
+            problems.append("%s: unknown key '%s'%s; valid: %s"
+                            % (path, key, did_you_mean(key, options), ", ".join(options)))
+    for key, spec in options.items():
+        where = "%s.%s" % (path, key)
+        if value.get(key) is None:
+            if spec.get("required"):
+                problems.append("%s: missing; it is required" % where)
+            continue
+        problems.extend(check_value(where, value[key], spec))
+    return problems
+
+
+def _typed(kind, value):
+    """(value, None) when value is of kind (as Ansible's argument spec would take it), else (None, (value,))."""
+    if kind == "raw":
+        return value, None
+    if kind == "str":
+        if isinstance(value, str):
+            return value, None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value), None
+    elif kind == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value, None
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value), None
+    elif kind == "bool":
+        if isinstance(value, bool):
+            return value, None
+        folded = value.lower() if isinstance(value, str) else value
+        if folded in _TRUE:
+            return True, None
+        if folded in _FALSE:
+            return False, None
+    elif kind == "dict":
+        if isinstance(value, Mapping):
+            return value, None
+    elif kind == "list":
+        if isinstance(value, (list, tuple)):
+            return value, None
+    return None, (value,)
+
+
+def as_bool(value):
+    """value as Ansible's bool type takes it (True for "yes"); None for what is no bool."""
+    return _typed("bool", value)[0]
+
+
+# -- the stages' own checks, run once a variable has the right shape
+
+
+def _pools_problems(pools):
+    """pool_spec's checks, pool by pool so that every pool's problem is reported, then across pools."""
+    problems = []
+    for index, pool in enumerate(pools):
+        try:
+            parse_pools([pool])
+        except PoolError as e:
+            problems.append("kubegpu_node_pools[%d]: %s" % (index, _renumbered(str(e), index)))
+    if not problems:
+        try:
+            parse_pools(pools)
+        except PoolError as e:
+            problems.append("kubegpu_node_pools: %s" % e)
+    return problems
+
+
+def _renumbered(message, index):
+    """pool_spec names a pool parsed alone pools[0]; give it its place in the list."""
+    return message.replace("pools[0]", "pools[%d]" % index)
+
+
+def _gpu_operator_problems(settings):
+    problems = []
+    policy = settings.get("cluster_policy") or {}
+    prefix = "kubegpu_gpu_operator.cluster_policy."
+    problems.extend(cluster_policy.settings_problems(policy, prefix))
+    if not problems:
+        problems.extend(cluster_policy.enum_problems(policy, cluster_policy.POLICY_ENUMS, prefix))
+    drivers = (settings.get("driver") or {}).get("nvidia_drivers") or []
+    per_node_pool = _typed("bool", (settings.get("driver") or {}).get("per_node_pool", False))[0]
+    try:
+        cluster_policy.driver_objects(drivers, {"driver": {"useNvidiaDriverCRD": per_node_pool}})
+    except cluster_policy.PolicyError as e:
+        problems.append("kubegpu_gpu_operator.driver.nvidia_drivers: %s" % _driver_message(str(e)))
+    return problems
+
+
+def _driver_message(message):
+    """cluster_policy speaks of the cluster_policy module's options; say it in inventory keys."""
+    return message.replace("settings.driver.useNvidiaDriverCRD: true", "kubegpu_gpu_operator.driver.per_node_pool: true")
+
+
+def _dra_problems(settings):
+    problems, templates = [], []
+    raw_templates = settings.get("claim_templates") or []
+    for index, entry in enumerate(raw_templates):
+        try:
+            parse_claim_templates([entry])
+        except DraError as e:
+            message = str(e).replace("claim_templates[0]", "claim_templates[%d]" % index)
+            problems.append("kubegpu_dra.claim_templates[%d]: %s" % (index, message))
+    if not problems:
+        try:
+            templates = parse_claim_templates(raw_templates)
+        except DraError as e:
+            problems.append(str(e))
+    driver = dict(settings.get("driver") or {})
+    # Who installs the NVIDIA driver is read from the DRA nodes when unset (dra_platform); any valid owner does here.
+    driver.setdefault("driver_owner", GPU_OPERATOR)
+    if driver["driver_owner"] is None:
+        driver["driver_owner"] = GPU_OPERATOR
+    if driver.get("chart_version") is not None:
+        driver["chart_version"] = str(driver["chart_version"])
+    if driver.get("compute_domains") is not None:
+        driver["compute_domains"] = _typed("bool", driver["compute_domains"])[0]
+    if "log_verbosity" in driver and driver["log_verbosity"] is not None:
+        driver["log_verbosity"] = _typed("int", driver["log_verbosity"])[0]
+    try:
+        driver_values(driver, None, needed_gates(templates))
+    except DraError as e:
+        problems.append(str(e))
+    return problems
+
+
+_STAGE_CHECKS = {
+    "kubegpu_gpu_operator": _gpu_operator_problems,
+    "kubegpu_node_pools": _pools_problems,
+    "kubegpu_dra": _dra_problems,
+}
+
+
+def leaf_paths(spec=None, prefix=""):
+    """{dotted path: spec entry} of every option of INVENTORY (dicts with options are walked, lists are leaves)."""
+    spec = INVENTORY if spec is None else spec
+    out = {}
+    for key, entry in spec.items():
+        path = "%s.%s" % (prefix, key) if prefix else key
+        if entry.get("type") == "dict" and entry.get("options") is not None:
+            out.update(leaf_paths(entry["options"], path))
+        else:
+            out[path] = entry
+    return out
+
+
+def spec_at(path):
+    """The INVENTORY entry of a dotted path (kubegpu_gpu_operator.nfd.timeout). Raises KeyError."""
+    parts = path.split(".")
+    spec = INVENTORY[parts[0]]
+    for part in parts[1:]:
+        spec = spec["options"][part]
+    return spec
+
+
+def describe(errors):
+    """The errors as one message, grouped per variable."""
+    lines = []
+    for name in sorted(errors):
+        lines.append("%s:" % name)
+        lines.extend("  - %s" % message for message in errors[name])
+    return "\n".join(lines)

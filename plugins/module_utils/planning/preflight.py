@@ -1,0 +1,193 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What can be refused before a playbook writes anything: the inventory, then the cluster as it is now.
+
+check_inventory (inventory.py) needs no cluster. check_cluster judges what the preflight module read (plain dicts)
+with the stages' own planning code, so a refusal here is the refusal the stage would give later, only earlier:
+
+- gpu_operator: every field of cluster_policy against the ClusterPolicy CRD's schema when there is one to read
+  (the API server would drop an unknown field silently); on OpenShift the GPU Operator's channel and CSV, and NFD's
+  channel, in their PackageManifests (olm.select). On Kubernetes the chart is the role's to check (helm).
+- node_pools: the pools resolved to today's nodes (overlaps, MIG layouts per GPU model, unknown GPU models:
+  node_pools.plan_pools), their MachineSets (pool_writes.machineset_writes), and a pool that selects no node
+  and names no MachineSet (a typo in a selector would otherwise share nothing, silently). Without the
+  gpu_operator stage in the same run, a cluster without a ClusterPolicy is refused too.
+- dra: what the DRA stage's platform step refuses (plan_platform), DRA pools that overlap device-plugin pools
+  (dra_pool_nodes) and the driver values for the cluster's release and nodes (driver_values).
+
+Observed (what the module reads; a key is absent when its stage is not run):
+  platform          "openshift" | "kubernetes"
+  packages          {package name: PackageManifest or None}, None when OLM is not served
+  nodes             [Node]
+  machinesets       [MachineSet] or None when the cluster does not serve them
+  cluster_policies  [ClusterPolicy] or None when the kind is not served
+  dra_facts         cluster/dra.platform_facts
+  policy_schema     the ClusterPolicy CRD's schema of spec, or None when there is none to read
+  policy_schema_source  where it was read: the cluster's CRD, or the local chart's crds/ folder
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning import cluster_policy
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
+    needed_gates,
+    parse_claim_templates,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import (
+    GPU_OPERATOR,
+    driver_owner_from_nodes,
+    driver_values,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import plan_platform
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import dra_pool_nodes
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import INVENTORY, as_bool
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import plan_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import OlmError, select
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import machineset_writes
+
+GPU_OPERATOR_PACKAGE = "gpu-operator-certified"
+NFD_PACKAGE = "nfd"
+
+
+def setting(variables, path):
+    """The value of kubegpu_x.a.b as the role will see it: the user's, else INVENTORY's default."""
+    parts = path.split(".")
+    value, spec = variables.get(parts[0]), INVENTORY[parts[0]]
+    for part in parts[1:]:
+        spec = spec["options"][part]
+        value = value.get(part) if isinstance(value, dict) else None
+    return spec.get("default") if value is None else value
+
+
+def operator_release(variables):
+    """(channel, csv) the gpu_operator role asks OLM for: version v26.7.0 -> (v26.7, gpu-operator-certified.v26.7.0)."""
+    version = str(setting(variables, "kubegpu_gpu_operator.version") or "")
+    version = ("v" + version.lstrip("v")) if version else ""
+    channel = setting(variables, "kubegpu_gpu_operator.channel") or (".".join(version.split(".")[:2]) if version else "")
+    return channel or None, (GPU_OPERATOR_PACKAGE + "." + version) if version else None
+
+
+def check_cluster(variables, stages, observed):
+    """Judge the observed cluster for the stages.
+
+    Returns {"errors": {stage: [problem]}, "checked": {stage: [what was checked]}, "requirements": [what someone
+    must change outside the collection, as the DRA platform step reports it]}.
+    """
+    errors, checked, requirements = {}, {}, []
+    for stage, check in (("gpu_operator", _gpu_operator), ("node_pools", _node_pools), ("dra", _dra)):
+        if stage in stages:
+            problems, done = check(variables, stages, observed, requirements)
+            if problems:
+                errors[stage] = problems
+            checked[stage] = done
+    return {"errors": errors, "checked": checked, "requirements": requirements}
+
+
+def _gpu_operator(variables, stages, observed, requirements):
+    problems, done = _policy_fields(variables, observed.get("policy_schema"), observed.get("policy_schema_source"))
+    if observed["platform"] != "openshift":
+        return problems, done + ["platform kubernetes: the operator comes from its Helm chart (OLM not used)"]
+    packages = observed.get("packages")
+    if packages is None:
+        return problems + [
+            "the API server does not serve packages.operators.coreos.com/v1 PackageManifest: OLM is not installed on "
+            "this OpenShift cluster (set kubegpu_platform: kubernetes to install with Helm)"], done
+    channel, csv = operator_release(variables)
+    wanted = [(GPU_OPERATOR_PACKAGE, channel, csv, "kubegpu_gpu_operator.channel / version")]
+    if as_bool(setting(variables, "kubegpu_gpu_operator.nfd.enabled")):
+        wanted.append((NFD_PACKAGE, setting(variables, "kubegpu_gpu_operator.nfd.channel"), None,
+                       "kubegpu_gpu_operator.nfd.channel"))
+    for package, channel, csv, keys in wanted:
+        manifest = packages.get(package)
+        if manifest is None:
+            problems.append("%s: package %s is not in the cluster's catalogs (PackageManifest openshift-marketplace/%s "
+                            "not found); check the catalog sources" % (keys, package, package))
+            continue
+        try:
+            choice = select(manifest, channel, csv)
+        except OlmError as e:
+            problems.append("%s: %s" % (keys, e))
+            continue
+        done.append("OLM package %s: channel %s, CSV %s offered" % (package, choice["channel"], choice["csv"]))
+    return problems, done
+
+
+def _policy_fields(variables, schema, source):
+    """kubegpu_gpu_operator.cluster_policy against the ClusterPolicy CRD's schema, when one could be read."""
+    if schema is None:
+        return [], ["cluster_policy: sections and dead fields of the known release (no ClusterPolicy CRD to read)"]
+    policy = (variables.get("kubegpu_gpu_operator") or {}).get("cluster_policy") or {}
+    problems = cluster_policy.schema_problems(policy, schema, "kubegpu_gpu_operator.cluster_policy.")
+    return problems, ["cluster_policy: every field against the ClusterPolicy CRD's schema (%s)" % source]
+
+
+def _pools(variables):
+    return parse_pools(variables.get("kubegpu_node_pools") or [])
+
+
+def _node_pools(variables, stages, observed, requirements):
+    problems, done = [], []
+    nodes = observed["nodes"]
+    if "gpu_operator" not in stages and not observed.get("cluster_policies"):
+        problems.append("no ClusterPolicy in the cluster: the GPU Operator is not installed; run the playbook "
+                        "kubegpu.platform.gpu_operator (or site) first")
+    try:
+        pools = _pools(variables)
+        plan = plan_pools(pools, nodes)
+        machineset_writes(plan, pools, observed.get("machinesets"))
+    except PoolError as e:
+        return problems + ["kubegpu_node_pools: %s" % e], done
+    for pool, entry in zip(pools, plan["pools"]):
+        if not entry["nodes"] and not pool.machinesets:
+            problems.append(
+                "kubegpu_node_pools: pool '%s': selects no node: its selector %s matches none of the cluster's %d "
+                "nodes; correct the selector (node labels: kubectl get nodes --show-labels), or remove the pool"
+                % (pool.name, _selector_text(pool.selector), len(nodes)))
+        else:
+            done.append("pool %s (%s): %s" % (pool.name, pool.strategy, ", ".join(entry["nodes"]) or
+                                              "no node yet (MachineSets %s)" % ", ".join(pool.machinesets)))
+    return problems, done
+
+
+def _selector_text(selector):
+    parts = ["%s=%s" % item for item in sorted((selector or {}).get("matchLabels", {}).items())]
+    parts += ["%s %s %s" % (e["key"], e["operator"], e.get("values") or "")
+              for e in (selector or {}).get("matchExpressions", [])]
+    return "{%s}" % ", ".join(parts)
+
+
+def _dra(variables, stages, observed, requirements):
+    problems, done = [], []
+    dra = variables.get("kubegpu_dra") or {}
+    facts = observed["dra_facts"]
+    try:
+        plan = plan_platform(facts, bool(as_bool(setting(variables, "kubegpu_dra.acknowledge_tech_preview_no_upgrade"))))
+        done.append("platform %s %s: DRA %s" % (plan["platform"], plan["version"], plan["api_version"] or
+                                                "to be enabled (%s)" % ", ".join(w["kind"] for w in plan["writes"])))
+    except DraError as e:
+        problems.append("kubegpu_dra: %s" % e)
+        requirements.extend(getattr(e, "requirements", None) or [])
+    try:
+        pools = dra_pool_nodes(variables.get("kubegpu_node_pools") or [], observed["nodes"])
+        templates = parse_claim_templates(dra.get("claim_templates") or [])
+        settings = dict(dra.get("driver") or {})
+        if not settings.get("driver_owner"):
+            names = set(n for members in pools.values() for n in members)
+            settings["driver_owner"] = driver_owner_from_nodes(
+                [n for n in observed["nodes"] if n["metadata"]["name"] in names]) or GPU_OPERATOR
+        driver = driver_values(settings, facts.get("kubernetes_version"), needed_gates(templates))
+        done.append("DRA pools: %s" % (", ".join("%s (%s)" % (p, ", ".join(n) or "no node")
+                                                 for p, n in pools.items()) or "none"))
+        done.append("DRA driver %s, feature gates %s" % (driver["release"]["chart_version"],
+                                                         driver["values"]["featureGates"] or "default"))
+    except DraError as e:
+        problems.append("kubegpu_dra: %s" % e)
+        requirements.extend(getattr(e, "requirements", None) or [])
+    except PoolError as e:
+        problems.append("kubegpu_node_pools: %s" % e)
+    return problems, done

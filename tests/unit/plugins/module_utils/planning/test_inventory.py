@@ -1,0 +1,162 @@
+# -*- coding: utf-8 -*-
+"""The inventory variables: check_inventory names every problem with the path the user wrote, all at once."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import (
+    INVENTORY,
+    check_inventory,
+    describe,
+    leaf_paths,
+    spec_at,
+)
+
+REPO = Path(__file__).resolve().parents[5]
+DEMO = yaml.safe_load((REPO / "examples" / "demo" / "inventory.yml").read_text())["all"]["vars"]
+ALL = ["gpu_operator", "node_pools", "dra"]
+
+
+def test_the_demo_inventory_passes():
+    assert check_inventory(DEMO, ALL) == {}
+
+
+def test_no_variables_pass():
+    assert check_inventory({}, ALL) == {}
+
+
+@pytest.mark.parametrize("variables, variable, expected", [
+    ({"kubegpu_gpu_operator": {"mig_stratgy": "mixed"}}, "kubegpu_gpu_operator",
+     "kubegpu_gpu_operator: unknown key 'mig_stratgy' (did you mean 'mig_strategy'?)"),
+    ({"kubegpu_gpu_operator": {"timeout": "soon"}}, "kubegpu_gpu_operator",
+     "kubegpu_gpu_operator.timeout: expected an integer, got 'soon'"),
+    ({"kubegpu_gpu_operator": {"mig_strategy": "all-1g"}}, "kubegpu_gpu_operator",
+     "kubegpu_gpu_operator.mig_strategy: 'all-1g' is not valid; valid: none, single, mixed"),
+    ({"kubegpu_gpu_operator": {"driver": {"enabeld": True}}}, "kubegpu_gpu_operator",
+     "kubegpu_gpu_operator.driver: unknown key 'enabeld' (did you mean 'enabled'?)"),
+    ({"kubegpu_gpu_operator": {"cluster_policy": {"cdi": {"default": True}}}}, "kubegpu_gpu_operator",
+     "kubegpu_gpu_operator.cluster_policy.cdi.default: dead field"),
+    ({"kubegpu_gpu_operator": {"cluster_policy": {"devicePlugn": {}}}}, "kubegpu_gpu_operator",
+     "kubegpu_gpu_operator.cluster_policy.devicePlugn: not a ClusterPolicy spec section (the API server would drop "
+     "it) (did you mean 'devicePlugin'?)"),
+    ({"kubegpu_gpu_operator": {"cluster_policy": {"mig": {"strategy": "both"}}}}, "kubegpu_gpu_operator",
+     "kubegpu_gpu_operator.cluster_policy.mig.strategy: 'both' is not valid"),
+    ({"kubegpu_gpu_operator": {"driver": {"nvidia_drivers": [{"name": "a"}]}}}, "kubegpu_gpu_operator",
+     "needs kubegpu_gpu_operator.driver.per_node_pool: true"),
+    ({"kubegpu_gpu_operator": {"nfd": {"approval": "manual"}}}, "kubegpu_gpu_operator",
+     "kubegpu_gpu_operator.nfd.approval: 'manual' is not valid (did you mean 'Manual'?)"),
+    ({"kubegpu_gpu_operator": "v26.7.0"}, "kubegpu_gpu_operator",
+     "kubegpu_gpu_operator: expected a mapping, got 'v26.7.0'"),
+    ({"kubegpu_platform": "ocp"}, "kubegpu_platform", "kubegpu_platform: 'ocp' is not valid"),
+    ({"kubegpu_node_pools": {"name": "a"}}, "kubegpu_node_pools", "kubegpu_node_pools: expected a list"),
+    ({"kubegpu_node_pools": [{"name": "a", "selector": {"matchLabels": {"a": "b"}},
+                              "sharing": {"strategy": "mig", "mig": {"layout": "all-balanced", "stratgy": "mixed"}}}]},
+     "kubegpu_node_pools", "kubegpu_node_pools[0] (a).sharing.mig: unknown key 'stratgy' (did you mean 'strategy'?)"),
+    ({"kubegpu_node_pools": [{"name": "a", "selector": {"matchLabels": {"a": "b"}},
+                              "sharing": {"strategy": "time-slicing", "time_slicing": {"replicas": "many"}}}]},
+     "kubegpu_node_pools", "kubegpu_node_pools[0] (a).sharing.time_slicing.replicas: expected an integer, got 'many'"),
+    ({"kubegpu_node_pools": [{"name": "a", "selector": {"matchLabels": {"a": "b"}},
+                              "sharing": {"strategy": "time-slicing", "time_slicing": {"replicas": 1}}}]},
+     "kubegpu_node_pools", "kubegpu_node_pools[0]: pool 'a': sharing.time_slicing.replicas is 1"),
+    ({"kubegpu_dra": {"driver": {"feature_gates": {"NoSuchGate": True}}}}, "kubegpu_dra",
+     "kubegpu_dra.driver.feature_gates: unknown gate 'NoSuchGate'"),
+    ({"kubegpu_dra": {"driver": {"driver_ownr": "host"}}}, "kubegpu_dra",
+     "kubegpu_dra.driver: unknown key 'driver_ownr' (did you mean 'driver_owner'?)"),
+    ({"kubegpu_dra": {"claim_templates": [{"name": "x", "namespaces": ["llm"], "device": "tpu"}]}}, "kubegpu_dra",
+     "kubegpu_dra.claim_templates[0]: claim template 'x'"),
+    ({"kubegpu_node_pool": []}, "kubegpu_node_pool",
+     "kubegpu_node_pool: not a variable of kubegpu.platform (did you mean 'kubegpu_node_pools'?)"),
+])
+def test_problems_name_the_path_the_user_wrote(variables, variable, expected):
+    errors = check_inventory(variables, ALL)
+    assert list(errors) == [variable], errors
+    assert any(expected in message for message in errors[variable]), errors[variable]
+
+
+def test_every_problem_is_reported_at_once_grouped_per_variable():
+    variables = copy.deepcopy(DEMO)
+    variables["kubegpu_gpu_operator"] = {"mig_stratgy": "mixed", "timeout": "soon", "approval": "sometimes"}
+    variables["kubegpu_node_pools"][0]["sharing"]["mig"]["strategy"] = "half"
+    variables["kubegpu_node_pools"][1]["sharing"]["time_slicing"]["replicas"] = 1
+    errors = check_inventory(variables, ALL)
+    assert sorted(errors) == ["kubegpu_gpu_operator", "kubegpu_node_pools"]
+    assert len(errors["kubegpu_gpu_operator"]) == 3
+    assert len(errors["kubegpu_node_pools"]) == 1  # the shape error first; pool_spec runs once the shape is right
+    text = describe(errors)
+    assert text.index("kubegpu_gpu_operator:") < text.index("kubegpu_node_pools:")
+
+
+def test_only_the_stages_variables_are_checked():
+    variables = {"kubegpu_gpu_operator": {"timeout": "soon"}}
+    assert check_inventory(variables, ["node_pools"]) == {}
+
+
+def test_future_stage_variables_are_accepted_as_they_are():
+    assert check_inventory({"kubegpu_serving": {"platform": "kserve", "anything": [1]}}, ALL) == {}
+
+
+def test_ansible_spellings_of_booleans_and_numbers_pass_as_the_roles_accept_them():
+    variables = {"kubegpu_gpu_operator": {"wait": "yes", "timeout": "120", "version": 26.7}}
+    assert check_inventory(variables, ALL) == {}
+
+
+# -- no drift: the inventory spec and the roles' defaults and argument specs describe the same keys
+
+
+def _role_mappings():
+    """{inventory path: (role, role option)} read from roles/*/defaults/main.yml."""
+    import re
+    found = {}
+    for defaults in sorted((REPO / "roles").glob("*/defaults/main.yml")):
+        role = defaults.parts[-3]
+        for option, value in (yaml.safe_load(defaults.read_text()) or {}).items():
+            if not isinstance(value, str) or "kubegpu_" not in value:
+                continue
+            match = re.search(r"\b(kubegpu_\w+)((?:\.\w+)*)", value)
+            path = match.group(1) + match.group(2)
+            gets = re.findall(r"\.get\('(\w+)'", value)
+            if gets:
+                path = match.group(1) + "".join("." + g for g in gets)
+            found.setdefault(path, []).append((role, option))
+    return found
+
+
+def _argument_specs(role):
+    return yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())[
+        "argument_specs"]["main"]["options"]
+
+
+def test_inventory_spec_and_role_defaults_cover_the_same_keys():
+    mapped = _role_mappings()
+    unknown = []
+    for path in mapped:
+        try:
+            spec_at(path)
+        except KeyError:
+            unknown.append(path)
+    assert unknown == [], "role defaults read inventory keys the spec lacks"
+    # A role may take a whole mapping (dra_driver: kubegpu_dra.driver): that covers the keys under it.
+    unread = [leaf for leaf in leaf_paths() if not any(leaf == p or leaf.startswith(p + ".") for p in mapped)]
+    assert unread == [], "the spec has inventory keys no role reads"
+
+
+def test_inventory_spec_and_role_argument_specs_agree_on_types_choices_and_defaults():
+    for path, targets in sorted(_role_mappings().items()):
+        spec = spec_at(path)
+        for role, option in targets:
+            role_spec = _argument_specs(role)[option]
+            assert role_spec["type"] == spec["type"], (path, role, option)
+            assert role_spec.get("elements") == spec.get("elements"), (path, role, option)
+            assert role_spec.get("choices") == spec.get("choices"), (path, role, option)
+            if "default" in role_spec:
+                assert spec.get("default") == role_spec["default"], (path, role, option)
+
+
+def test_every_variable_has_a_spec():
+    assert sorted(INVENTORY) == ["kubegpu_dra", "kubegpu_gpu_operator", "kubegpu_node_pools", "kubegpu_platform"]

@@ -1,0 +1,174 @@
+# -*- coding: utf-8 -*-
+"""check_cluster: what the preflight module read, judged with the stages' own planning code."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight import (
+    check_cluster,
+    operator_release,
+    setting,
+)
+
+from pool_builders import A100, L40S, by_label, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
+
+GPU = "gpu-operator-certified"
+
+
+def manifest(name, channels, default):
+    return {"metadata": {"name": name, "namespace": "openshift-marketplace"},
+            "status": {"packageName": name, "defaultChannel": default, "catalogSource": "certified-operators",
+                       "channels": [{"name": ch, "currentCSV": csvs[-1], "entries": [{"name": c} for c in csvs]}
+                                    for ch, csvs in channels.items()]}}
+
+
+PACKAGES = {GPU: manifest(GPU, {"v26.7": [GPU + ".v26.7.0"], "v26.3": [GPU + ".v26.3.3"]}, "v26.7"),
+            "nfd": manifest("nfd", {"stable": ["nfd.4.20.0"]}, "stable")}
+NODES = [node("h100-0", machine="gpu-h100-a-x1"), node("h100-1", machine="gpu-h100-a-x2"),
+         node("l40s-0", product=L40S, count=4), node("a100-0", product=A100), node("cpu-0", product=None)]
+MACHINESETS = [{"metadata": {"name": "gpu-h100-a", "namespace": "openshift-machine-api"}}]
+POLICIES = [{"metadata": {"name": "gpu-cluster-policy"}}]
+DRA_FACTS = {"served_versions": ["v1"], "kubernetes_version": "v1.34.2", "openshift_version": None,
+             "feature_set": None, "scheduler_dra": None}
+H100_POOL = raw_pool("llm-h100", by_label("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
+                     {"strategy": "mig", "mig": {"layout": {"3g.40gb": 2}}})
+L40S_POOL = raw_pool("embed", by_label("nvidia.com/gpu.product", L40S),
+                     {"strategy": "time-slicing", "time_slicing": {"replicas": 4}})
+
+
+def observed(**changes):
+    seen = {"platform": "openshift", "packages": PACKAGES, "nodes": NODES, "machinesets": MACHINESETS,
+            "cluster_policies": POLICIES, "dra_facts": DRA_FACTS}
+    seen.update(changes)
+    return seen
+
+
+def test_the_release_the_role_asks_for():
+    assert operator_release({}) == ("v26.7", GPU + ".v26.7.0")
+    assert operator_release({"kubegpu_gpu_operator": {"version": "26.3.3"}}) == ("v26.3", GPU + ".v26.3.3")
+    assert operator_release({"kubegpu_gpu_operator": {"channel": "v26.3", "version": ""}}) == ("v26.3", None)
+    assert setting({"kubegpu_gpu_operator": {"nfd": {}}}, "kubegpu_gpu_operator.nfd.channel") == "stable"
+
+
+def test_good_input_passes_and_says_what_was_checked():
+    variables = {"kubegpu_node_pools": [H100_POOL, L40S_POOL]}
+    judged = check_cluster(variables, ["gpu_operator", "node_pools", "dra"], observed())
+    assert judged["errors"] == {}
+    assert "OLM package gpu-operator-certified: channel v26.7, CSV gpu-operator-certified.v26.7.0 offered" in \
+        judged["checked"]["gpu_operator"]
+    assert "pool llm-h100 (mig): h100-0, h100-1" in judged["checked"]["node_pools"]
+
+
+@pytest.mark.parametrize("stages, variables, seen, stage, words", [
+    (["gpu_operator"], {"kubegpu_gpu_operator": {"channel": "v99.1"}}, {}, "gpu_operator",
+     ["kubegpu_gpu_operator.channel / version", "channel v99.1 is not offered", "v26.3, v26.7"]),
+    (["gpu_operator"], {"kubegpu_gpu_operator": {"version": "v26.7.9"}}, {}, "gpu_operator",
+     ["csv gpu-operator-certified.v26.7.9 is not in channel v26.7"]),
+    (["gpu_operator"], {"kubegpu_gpu_operator": {"nfd": {"channel": "4.99"}}}, {}, "gpu_operator",
+     ["kubegpu_gpu_operator.nfd.channel", "channel 4.99 is not offered"]),
+    (["gpu_operator"], {}, {"packages": None}, "gpu_operator", ["OLM is not installed"]),
+    (["gpu_operator"], {}, {"packages": {GPU: None, "nfd": PACKAGES["nfd"]}}, "gpu_operator",
+     ["package gpu-operator-certified is not in the cluster's catalogs"]),
+    (["node_pools"], {"kubegpu_node_pools": [dict(L40S_POOL, machinesets=["gpu-l40s-a"])]}, {}, "node_pools",
+     ["MachineSet gpu-l40s-a not found", "gpu-h100-a"]),
+    (["node_pools"], {"kubegpu_node_pools": [raw_pool("b200", by_label("nvidia.com/gpu.product", "NVIDIA-B200"))]},
+     {}, "node_pools", ["pool 'b200': selects no node", "nvidia.com/gpu.product=NVIDIA-B200", "5 nodes"]),
+    (["node_pools"], {"kubegpu_node_pools": [H100_POOL, raw_pool("all", by_label("nvidia.com/gpu.present", "true"))]},
+     {}, "node_pools", ["pools 'llm-h100' and 'all' both select"]),
+    (["node_pools"], {"kubegpu_node_pools": [dict(L40S_POOL, sharing={"strategy": "mig", "mig": {"layout": "all-1g.10gb"}})]},
+     {}, "node_pools", ["pool 'embed'", "not MIG-capable"]),
+    (["node_pools"], {"kubegpu_node_pools": [dict(H100_POOL, sharing={"strategy": "mig", "mig": {"layout": {"3g.40gb": 3}}})]},
+     {}, "node_pools", ["pool 'llm-h100'", "3g.40gb"]),
+    (["node_pools"], {"kubegpu_node_pools": [H100_POOL]}, {"cluster_policies": []}, "node_pools",
+     ["no ClusterPolicy in the cluster", "kubegpu.platform.gpu_operator"]),
+    (["dra"], {}, {"dra_facts": dict(DRA_FACTS, openshift_version="4.20.3", feature_set="", served_versions=[])}, "dra",
+     ["TechPreviewNoUpgrade", "irreversible"]),
+    (["dra"], {"kubegpu_node_pools": [raw_pool("dra", by_label("nvidia.com/gpu.product", L40S), {"strategy": "dra"}),
+                                      dict(L40S_POOL, name="ts")]}, {}, "dra",
+     ["pool 'dra' (strategy dra) and pool 'ts'"]),
+])
+def test_refusals(stages, variables, seen, stage, words):
+    judged = check_cluster(variables, stages, observed(**seen))
+    assert list(judged["errors"]) == [stage], judged["errors"]
+    message = " ".join(judged["errors"][stage])
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_the_operator_stage_in_the_same_run_installs_the_cluster_policy():
+    judged = check_cluster({"kubegpu_node_pools": [H100_POOL]}, ["gpu_operator", "node_pools"],
+                           observed(cluster_policies=None))
+    assert judged["errors"] == {}
+
+
+def test_a_pool_of_machinesets_scaled_to_zero_is_accepted():
+    pool = raw_pool("later", None, {"strategy": "none"}, machinesets=["gpu-h100-a"])
+    del pool["selector"]
+    nodes = [n for n in NODES if not n["metadata"]["name"].startswith("h100")]
+    assert check_cluster({"kubegpu_node_pools": [pool]}, ["node_pools"], observed(nodes=nodes))["errors"] == {}
+
+
+def test_kubernetes_needs_no_olm():
+    judged = check_cluster({"kubegpu_gpu_operator": {"channel": "v99.1"}}, ["gpu_operator"],
+                           observed(platform="kubernetes", packages=None))
+    assert judged["errors"] == {}
+
+
+def test_dra_requirements_are_returned():
+    facts = dict(DRA_FACTS, openshift_version="4.20.3", feature_set="", served_versions=[])
+    judged = check_cluster({}, ["dra"], observed(dra_facts=facts))
+    assert judged["requirements"] == [
+        "set kubegpu_dra.acknowledge_tech_preview_no_upgrade: true, or upgrade to OpenShift 4.21 where DRA is GA"]
+
+
+SCHEMA = {"type": "object", "properties": {
+    "driver": {"type": "object", "properties": {
+        "enabled": {"type": "boolean"}, "version": {"type": "string"},
+        "env": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"},
+                                                                          "value": {"type": "string"}}}},
+        "resources": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {}},
+        "maxUnavailable": {"x-kubernetes-int-or-string": True, "type": "string"}}},
+    "mig": {"type": "object", "properties": {"strategy": {"type": "string"}}}}}
+
+
+@pytest.mark.parametrize("policy, words", [
+    ({"driver": {"enabeld": False}}, ["kubegpu_gpu_operator.cluster_policy.driver.enabeld: not a field",
+                                      "did you mean 'enabled'", "valid: enabled, env, maxUnavailable"]),
+    ({"driver": {"enabled": "no"}}, ["kubegpu_gpu_operator.cluster_policy.driver.enabled: expected true or false"]),
+    ({"driver": {"env": [{"name": "A", "valu": "1"}]}}, ["cluster_policy.driver.env[0].valu: not a field",
+                                                         "did you mean 'value'"]),
+    ({"mig": {"strategy": 1}}, ["cluster_policy.mig.strategy: expected a string, got 1"]),
+])
+def test_cluster_policy_fields_against_the_crd_schema(policy, words):
+    judged = check_cluster({"kubegpu_gpu_operator": {"cluster_policy": policy}}, ["gpu_operator"],
+                           observed(policy_schema=SCHEMA, policy_schema_source="test"))
+    message = " ".join(judged["errors"]["gpu_operator"])
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_cluster_policy_fields_the_schema_leaves_open_pass():
+    policy = {"driver": {"resources": {"limits": {"cpu": 1}}, "maxUnavailable": 2, "version": None}}
+    judged = check_cluster({"kubegpu_gpu_operator": {"cluster_policy": policy}}, ["gpu_operator"],
+                           observed(policy_schema=SCHEMA, policy_schema_source="test"))
+    assert judged["errors"] == {}
+
+
+def test_the_shipped_crd_schema_takes_the_demo_settings():
+    import yaml
+    from pathlib import Path
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import (
+        CHART_VALUES,
+        chart_spec,
+        schema_problems,
+        spec_schema,
+    )
+    crd = Path(__file__).resolve().parents[6] / "shared" / "crds" / "nvidia" / "nvidia.com_clusterpolicies.yaml"
+    if not crd.exists():
+        pytest.skip("no ../shared/crds beside the checkout")
+    schema = spec_schema(yaml.safe_load(crd.read_text()))
+    assert schema_problems(chart_spec(CHART_VALUES), schema, "spec.") == []
+    assert schema_problems({"driver": {"enabeld": True}}, schema, "spec.")[0].startswith(
+        "spec.driver.enabeld: not a field of the ClusterPolicy")
