@@ -102,7 +102,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import spec_schema
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import CLUSTER_POLICY_API, spec_schema
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     device_class,
     parse_claim_templates,
@@ -113,6 +113,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventor
     describe,
     variables_of,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    DRA_FIELD_MANAGER,
+    MACHINE_API_NAMESPACE,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import MARKETPLACE_NAMESPACE, PACKAGE_API
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight import (
     GPU_OPERATOR_PACKAGE,
@@ -122,13 +126,9 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.prefligh
 )
 
 MACHINESET_API = "machine.openshift.io/v1beta1"
-MACHINE_API_NAMESPACE = "openshift-machine-api"
-CLUSTER_POLICY_API = "nvidia.com/v1"
 CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
 CLUSTER_POLICY_CRD_FILE = "nvidia.com_clusterpolicies.yaml"
 STAGE_ORDER = ("gpu_operator", "node_pools", "dra")
-# The dra stage's field manager: its dry runs are the ones the dra_platform module makes.
-DRA_FIELD_MANAGER = "kubegpu.platform/dra"
 
 
 def policy_schema(cluster, variables):

@@ -32,6 +32,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driv
     driver_values,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import COLLECTION
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
     POOL_OPTIONS,
     PoolError,
@@ -102,6 +103,8 @@ INVENTORY = {
         }},
         "wait": {"type": "bool", "default": True},
         "timeout": {"type": "int", "default": 1200},
+        # Seconds one call of a waiting task waits before it reports progress and is called again.
+        "wait_round": {"type": "int", "default": 30},
     }},
     "kubegpu_node_pools": {"type": "list", "elements": "dict", "default": [], "options": POOL_OPTIONS},
     "kubegpu_dra": {"type": "dict", "default": {}, "options": {
@@ -123,6 +126,7 @@ INVENTORY = {
         })},
         "wait": {"type": "bool", "default": True},
         "timeout": {"type": "int", "default": 600},
+        "wait_round": {"type": "int", "default": 30},
     }},
 }
 
@@ -152,7 +156,7 @@ def check_inventory(variables, stages):
         if name not in known:
             hint = did_you_mean(name, known, cutoff=0.8)
             if hint:
-                errors[name] = ["%s: not a variable of kubegpu.platform%s; its value is ignored" % (name, hint)]
+                errors[name] = ["%s: not a variable of %s%s; its value is ignored" % (name, COLLECTION, hint)]
     for name in variables_of(stages):
         if name not in variables or variables[name] is None:
             continue
