@@ -74,6 +74,8 @@ docs: collection
 	  $(BIN)/ansible-doc -t module kubegpu.platform.$$m > /dev/null && echo "ansible-doc kubegpu.platform.$$m: ok"; done
 	@for f in $$(ls plugins/filter/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
 	  $(BIN)/ansible-doc -t filter kubegpu.platform.$$f > /dev/null && echo "ansible-doc filter kubegpu.platform.$$f: ok"; done
+	@for l in $$(ls plugins/lookup/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
+	  $(BIN)/ansible-doc -t lookup kubegpu.platform.$$l > /dev/null && echo "ansible-doc lookup kubegpu.platform.$$l: ok"; done
 
 # The collection against the local cluster, after the local cluster's and the simulators' own tests (each suite
 # starts a cluster of its own).

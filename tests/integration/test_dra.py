@@ -53,6 +53,12 @@ def cluster(devcluster_session, helm_bin):
     dc = devcluster_session
     dc.fleet("default")
     _default_feature_set(dc)
+    # Whatever ran before (test_gpu_node_pools leaves its ClusterPolicy): none, so that the stage writes the driver
+    # manager's env only into the policy the test below creates.
+    policies = dc.admin.resources.get(api_version=CP_API, kind="ClusterPolicy")
+    for policy in policies.get().items:
+        policies.delete(name=policy.metadata.name)
+    wait_for(lambda: not policies.get().items, timeout=60, what="earlier ClusterPolicies gone")
     nodes = dc.admin.resources.get(api_version="v1", kind="Node")
     before = nodes.get(name=DRA_NODE).metadata.labels
     original = {PLUGIN: before.get(PLUGIN), DEPLOY: before.get(DEPLOY)}

@@ -11,14 +11,14 @@ Two kinds of names live here:
 
 Every other module imports a name from here instead of spelling it; a unit test (test_names.py) fails when a
 label, annotation or field manager defined here appears as a literal anywhere else under plugins/ or roles/.
-Roles get the names through module results and option defaults, or the names lookup.
+Roles do not spell them either: a task of another collection gets one from the lookup kubegpu.platform.names.
 """
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 # --- Our labels (kubegpu.io) -----------------------------------------------------------------------------------
-# The node pool a node belongs to (value: the pool's name); set by the node-pools and DRA stages.
+# The node pool a node belongs to (value: the pool's name); set by the node-pools stage on every pool's nodes.
 POOL_LABEL = "kubegpu.io/node-pool"
 # The claim template a DRA object was published for (value: the template's name).
 CLAIM_TEMPLATE_LABEL = "kubegpu.io/claim-template"

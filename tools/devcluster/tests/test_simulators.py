@@ -22,8 +22,9 @@ def test_olm_manual_install_then_next_plan_waits(dc):
     approve_plan(dc, ns, plans[0])
     wait_for(lambda: csv_phase(dc, ns, "gpu-operator-certified.v26.3.2") == "Succeeded", what="CSV Succeeded")
     subs = dc.admin.resources.get(api_version=OLM_V1A1, kind="Subscription")
-    sub = subs.get(name="gpu-operator-certified", namespace=ns)
-    assert sub.status.installedCSV == "gpu-operator-certified.v26.3.2"
+    # As in OLM, the Subscription records the install in a write of its own, after the CSV's phase.
+    wait_for(lambda: (subs.get(name="gpu-operator-certified", namespace=ns).status or {}).get("installedCSV")
+             == "gpu-operator-certified.v26.3.2", what="Subscription installedCSV")
     # As in OLM, the channel's next CSV gets its own plan at once, and it waits for approval.
     upgrade = wait_for(lambda: [p for p in install_plans(dc, ns) if not p.spec.approved], what="the upgrade plan")
     assert upgrade[0].spec.clusterServiceVersionNames == ["gpu-operator-certified.v26.3.3"]

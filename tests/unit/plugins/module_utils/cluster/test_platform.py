@@ -21,8 +21,8 @@ class FakeCluster(object):
 
     def get(self, api_version, kind, name, namespace=None):
         self.gets.append((api_version, kind, name))
-        return self.cluster_version if (api_version, kind, name) == ("config.openshift.io/v1", "ClusterVersion",
-                                                                      "version") else None
+        wanted = ("config.openshift.io/v1", "ClusterVersion", "version")
+        return self.cluster_version if (api_version, kind, name) == wanted else None
 
     def server_version(self):
         return "v1.34.1"
