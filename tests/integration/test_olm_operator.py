@@ -182,8 +182,12 @@ def test_csv_failure_is_reported_with_its_reason(dc):
     ns = _ns("nfd")
     result = dc.module("olm_operator", {"package": "nfd", "namespace": ns, "timeout": 60})
     assert result["failed"] is True
-    assert result["msg"] == (f"ClusterServiceVersion {ns}/{NFD_CSV} failed (reason InstallComponentFailed): install "
-                             "strategy failed: Deployment gpu-operator: pods not available (simulated failure)")
+    # The waiter's error: the object, the CSV's reason, what was expected, then what to look at.
+    assert result["msg"].startswith(
+        f"package nfd (Subscription {ns}/nfd): ClusterServiceVersion {ns}/{NFD_CSV} failed (reason "
+        "InstallComponentFailed): install strategy failed: Deployment gpu-operator: pods not available (simulated "
+        f"failure) for 0 s (expected CSV {NFD_CSV} Succeeded; after "), result["msg"]
+    assert "last CSV phase seen: Failed" in result["msg"]
     assert [p["csvs"] for p in result["approved_plans"]] == [[NFD_CSV]]
 
 

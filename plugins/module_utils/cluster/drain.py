@@ -31,7 +31,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait impo
 
 
 
-def drain_node(cluster, node, pods, timeout, interval=1.0, budget=None, started=None):
+def drain_node(cluster, node, pods, timeout, interval=1.0, budget=None, started=None, memory=None):
     """Cordon `node` (marked as ours) and evict `pods` ("namespace/name"); wait until they are gone or raise
     ClusterError. The caller uncordons, whatever happens, except when the round (budget) ran out: then RoundOver
     is raised, the node stays cordoned (marked) and the next call carries on."""
@@ -57,7 +57,7 @@ def drain_node(cluster, node, pods, timeout, interval=1.0, budget=None, started=
     target = Target.custom("node {0}: GPU pods evicted".format(node), read=read, names=pods)
     try:
         outcome = wait_for(cluster, target, Predicate("the evicted GPU pods gone", judge), timeout, interval=interval,
-                           budget=budget, started=started)
+                           budget=budget, started=started, memory=memory)
     except WaitTimeout as e:
         raise ClusterError("{0}; its MIG configuration was left unchanged".format(e))
     if not outcome.ready:

@@ -160,14 +160,16 @@ class KubegpuModule(AnsibleModule):
             policy["memory"] = self._rounds.memory
         return policy
 
-    def wait_for(self, target, predicate, result, interval=2.0, timeout=None, raise_on_failure=True, observe=None):
+    def wait_for(self, target, predicate, result, interval=2.0, timeout=None, raise_on_failure=True, observe=None,
+                 fail=None):
         """Wait through the one waiter (cluster/wait.py) with this call's round and the whole wait's start.
 
         Sets result["ready"] (False only when the round ran out before the wait ended: the task's `until` calls
         again) and result["progress"]; on a timeout or a failed state fails the module with the waiter's message,
         the progress and `result`. Several waits in one call share the round. Returns the Outcome.
         observe(last read) is called at the end in every case, to put what was read into `result`; on an error
-        what it returns (a hint: what to check) is added to the message.
+        what it returns (a hint: what to check) is added to the message. fail(msg), when given, fails the module
+        instead (with a result of its own, built after `result` got ready and progress).
         """
         try:
             outcome = wait_for(self.cluster, target, predicate,
@@ -176,7 +178,10 @@ class KubegpuModule(AnsibleModule):
         except WaitError as e:
             result.update(ready=False, progress=e.progress)
             hint = observe(e.observed) if observe else None
-            self.fail_json(msg=str(e) + (". " + hint if hint else ""), **result)
+            msg = str(e) + (". " + hint if hint else "")
+            if fail is not None:
+                fail(msg)
+            self.fail_json(msg=msg, **result)
         result.update(ready=outcome.ready, progress=outcome.progress)
         if observe:
             observe(outcome.observed)

@@ -442,7 +442,7 @@ def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, sta
         sleep(max(0.0, min(interval, stop - now)))
 
 
-# -- the waits of the node-pools and DRA stages, on the waiter ----------------------------------------------------
+# -- a shorthand of the node waits (what gpu_node_pools waits for, without its rounds) -------------------------
 def wait_for_nodes(cluster, changes, label_selector, timeout, interval=1.0, clock=time.time, sleep=time.sleep,
                    budget=None, started=None):
     """Wait (one Node list per poll) until every node of `changes` is done or failed; see node_changes.
@@ -457,12 +457,3 @@ def wait_for_nodes(cluster, changes, label_selector, timeout, interval=1.0, cloc
     names = {READY: DONE, FAILED: NODE_FAILED, WAITING: "pending"}
     states = dict((n, (names[s], d, outcome.since.get(n, 0.0))) for n, (s, d) in outcome.items.items())
     return states, outcome.failed
-
-
-def wait_for_operand_configs(cluster, namespace, wanted, timeout, interval=1.0, clock=time.time, sleep=time.sleep):
-    """Wait until each operand DaemonSet {name: (volume, configmap)} mounts its ConfigMap (one list per poll).
-
-    The operator rewrites its DaemonSets after a ClusterPolicy change; a node label set before that meets
-    the old pods and the old configs."""
-    target = Target("apps/v1", "DaemonSet", namespace=namespace, title="GPU Operator operands in " + namespace)
-    return wait_for(cluster, target, operand_configs(wanted), timeout, interval=interval, clock=clock, sleep=sleep)
