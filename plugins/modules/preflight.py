@@ -189,8 +189,9 @@ def check_cel(cluster, variables, served_versions):
         try:
             dry_run_apply(cluster, obj, DRA_FIELD_MANAGER)
         except ClusterError as e:
-            problems.append("kubegpu_dra.claim_templates: claim template '%s': the API server refuses its DeviceClass "
-                            "%s: %s (check the template's cel)" % (template.name, obj["metadata"]["name"], e))
+            problems.append("kubegpu_dra.claim_templates: claim template '%s': the API server refused its DeviceClass "
+                            "%s, so nothing was written: %s (check the template's cel)"
+                            % (template.name, obj["metadata"]["name"], e))
     return problems, ["claim templates' cel: %d DeviceClass(es) validated by the API server (dry run)" % len(templates)]
 
 
