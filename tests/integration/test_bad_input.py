@@ -250,9 +250,9 @@ def _judge(case, result):
 def _touched(dc):
     """What an earlier test of the session left that a fresh cluster lacks: a ClusterPolicy, node labels of ours."""
     policies = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy").get().items
-    labelled = [n.metadata.name for n in dc.admin.resources.get(api_version="v1", kind="Node").get().items
-                if any(k.startswith("kubegpu.io/") or k == "nvidia.com/dra-kubelet-plugin"
-                       for k in (n.metadata.labels or {}))]
+    nodes = [n.to_dict()["metadata"] for n in dc.admin.resources.get(api_version="v1", kind="Node").get().items]
+    labelled = [n["name"] for n in nodes if any(k.startswith("kubegpu.io/") or k == "nvidia.com/dra-kubelet-plugin"
+                                                for k in n.get("labels") or {})]
     return [p.metadata.name for p in policies] + labelled
 
 
