@@ -18,8 +18,9 @@ description:
     and DRA driver feature gates.
   - Then reads the cluster, and only reads it - every C(cluster_policy) field against the ClusterPolicy CRD's schema
     (from the cluster, or from the C(crds/) folder of a local chart; the API server would drop an unknown field
-    silently); OpenShift - the GPU Operator's channel and CSV and NFD's channel in their PackageManifests; the pools resolved to the nodes of today (overlapping pools, MIG layouts per GPU
-    model, GPU models without MIG, unknown MachineSets, a pool that selects no node); DRA - what the platform
+    silently); OpenShift - the GPU Operator's channel and CSV and NFD's channel in their PackageManifests; the
+    pools resolved to the nodes of today (overlapping pools, MIG layouts per GPU model, GPU models without MIG,
+    unknown MachineSets, a pool that selects no node); DRA - what the platform
     allows, the driver's feature gates for its release, and the C(cel) of claim templates, which the API server
     compiles in a server-side dry run of their DeviceClasses (a dry run stores nothing) once C(resource.k8s.io) is
     served.
@@ -96,7 +97,10 @@ platform:
 
 import os
 
-import yaml
+try:
+    import yaml
+except ImportError:  # PyYAML comes with ansible-core; without it a local chart's CRD file is not read
+    yaml = None
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import dry_run_apply
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
@@ -139,7 +143,7 @@ def policy_schema(cluster, variables):
         return spec_schema(crd), "CustomResourceDefinition " + CLUSTER_POLICY_CRD
     chart = setting(variables, "kubegpu_gpu_operator.helm.chart")
     path = os.path.join(str(chart), "crds", CLUSTER_POLICY_CRD_FILE)
-    if os.path.isfile(path):
+    if yaml is not None and os.path.isfile(path):
         with open(path) as f:
             return spec_schema(yaml.safe_load(f)), path
     return None, None
@@ -189,8 +193,9 @@ def check_cel(cluster, variables, served_versions):
         try:
             dry_run_apply(cluster, obj, DRA_FIELD_MANAGER)
         except ClusterError as e:
-            problems.append("kubegpu_dra.claim_templates: claim template '%s': the API server refuses its DeviceClass "
-                            "%s: %s (check the template's cel)" % (template.name, obj["metadata"]["name"], e))
+            problems.append("kubegpu_dra.claim_templates: claim template '%s': the API server refused its DeviceClass "
+                            "%s, so nothing was written: %s (check the template's cel)"
+                            % (template.name, obj["metadata"]["name"], e))
     return problems, ["claim templates' cel: %d DeviceClass(es) validated by the API server (dry run)" % len(templates)]
 
 

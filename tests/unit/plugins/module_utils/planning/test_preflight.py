@@ -126,8 +126,8 @@ def test_dra_requirements_are_returned():
 SCHEMA = {"type": "object", "properties": {
     "driver": {"type": "object", "properties": {
         "enabled": {"type": "boolean"}, "version": {"type": "string"},
-        "env": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"},
-                                                                          "value": {"type": "string"}}}},
+        "env": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"}, "value": {"type": "string"}}}},
         "resources": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {}},
         "maxUnavailable": {"x-kubernetes-int-or-string": True, "type": "string"}}},
     "mig": {"type": "object", "properties": {"strategy": {"type": "string"}}}}}
