@@ -69,7 +69,8 @@ def ready_phase(c: Cluster, api_version: str, kind: str, name: str) -> dict | No
 
 class TestOpenShiftAI3:
     @pytest.fixture(scope="class")
-    def oc(self):
+    @classmethod
+    def oc(cls):
         state, c = start("serving-openshift-ai-3.yaml", "serving-ai3-cluster")
         yield c
         cluster.down(state)
@@ -135,7 +136,8 @@ def _with_runtime(c: Cluster, body: dict) -> dict:
 
 class TestOpenShiftAI2:
     @pytest.fixture(scope="class")
-    def oc(self):
+    @classmethod
+    def oc(cls):
         state, c = start("serving-openshift-ai-2.yaml", "serving-ai2-cluster")
         yield c
         cluster.down(state)

@@ -486,12 +486,11 @@ class KServeSimulator(Simulator):
             if ready:
                 comp["url"] = f"http://{name}-predictor-{ns}.{domain}"
             replicas = (d.get("status") or {}).get("readyReplicas") or 0
-            total = (d.get("spec") or {}).get("replicas", 1)
         elif component.get("knative_missing"):
             msg = "the resolved deployment mode is Knative, but Knative Serving is not available"
             predictor = cond("PredictorReady", False, "ServerlessModeRejected", msg)
             ingress_ready = cond("IngressReady", None)
-            replicas = total = 0
+            replicas = 0
         else:
             k = component["ksvc"]
             kstatus = k.get("status") or {}
@@ -511,7 +510,7 @@ class KServeSimulator(Simulator):
                 comp["traffic"] = kstatus["traffic"]
             if ready and kstatus.get("latestReadyRevisionName"):
                 comp["latestRolledoutRevision"] = kstatus["latestReadyRevisionName"]
-            replicas = total = 1 if ready else 0
+            replicas = 1 if ready else 0
         all_ready = predictor["status"] == "True" and ingress_ready["status"] == "True"
         bad = predictor if predictor["status"] != "True" else ingress_ready
         status = {
@@ -533,5 +532,4 @@ class KServeSimulator(Simulator):
             status["servingRuntimeName"] = runtime
         elif kind == "ClusterServingRuntime":
             status["clusterServingRuntimeName"] = runtime
-        del total
         self._write_status(isvc, status)
