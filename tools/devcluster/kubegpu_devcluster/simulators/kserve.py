@@ -20,7 +20,8 @@ Per InferenceService (predictor only; transformers, explainers, multi-node worke
   predictor) needs no runtime.
 - Pod spec: the runtime's containers with the `kserve-container` (else the first) merged with the model's
   fields (image, command, env by name, resources key by key, the model's args after the runtime's;
-  {{.Name}} in args -> the InferenceService's name); the runtime's nodeSelector, tolerations, affinity,
+  {{.Name}} in args -> the InferenceService's name); the runtime's annotations and labels on the pod template
+  (e.g. prometheus.kserve.io/port); the runtime's nodeSelector, tolerations, affinity,
   volumes, imagePullSecrets, hostIPC, schedulerName, then every PodSpec field of spec.predictor over them
   (resourceClaims, nodeSelector, tolerations, affinity, serviceAccountName, ...). Not simulated: the storage
   initializer (a pod webhook upstream), the agent/logger/batcher sidecars.
@@ -297,6 +298,8 @@ class KServeSimulator(Simulator):
                                                           "imagePullSecrets", "hostIPC", "schedulerName")
                     if spec.get(k)}
             base["containers"] = [merged] + [copy.deepcopy(c) for i, c in enumerate(containers) if i != main]
+            self._runtime_meta = {"annotations": dict(spec.get("annotations") or {}),
+                                  "labels": dict(spec.get("labels") or {})}
         elif predictor.get("containers"):
             base["containers"] = copy.deepcopy(predictor["containers"])
             base["containers"][0].setdefault("name", CONTAINER)
@@ -316,6 +319,7 @@ class KServeSimulator(Simulator):
             return  # KServe is not installed: nobody acts on InferenceServices
         deploy, ingress = _config(cm)
         mode = deployment_mode(isvc, deploy)
+        self._runtime_meta = {"annotations": {}, "labels": {}}
         pod_spec, kind, runtime = self._pod_spec(isvc)
         if pod_spec is None:
             return self._refuse(isvc, mode, kind, runtime)
@@ -357,8 +361,9 @@ class KServeSimulator(Simulator):
                      "strategy": predictor.get("deploymentStrategy") or {
                          "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
                      "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
-                     "template": {"metadata": {"labels": meta["labels"],
-                                               "annotations": _template_annotations(meta["annotations"])},
+                     "template": {"metadata": {"labels": dict(self._runtime_meta["labels"], **meta["labels"]),
+                                               "annotations": _template_annotations(
+                                                   dict(self._runtime_meta["annotations"], **meta["annotations"]))},
                                   "spec": pod_spec}},
         }
         if autoscaler == "external" and predictor.get("minReplicas") is not None:
@@ -411,7 +416,7 @@ class KServeSimulator(Simulator):
         predictor = isvc["spec"].get("predictor") or {}
         meta = self._meta(isvc)
         name, ns = meta["name"], meta["namespace"]
-        annotations = _template_annotations(meta["annotations"])
+        annotations = _template_annotations(dict(self._runtime_meta["annotations"], **meta["annotations"]))
         annotations.setdefault("autoscaling.knative.dev/class", "kpa.autoscaling.knative.dev")
         minimum = predictor.get("minReplicas")
         annotations["autoscaling.knative.dev/min-scale"] = str(1 if minimum is None else minimum)
@@ -426,7 +431,7 @@ class KServeSimulator(Simulator):
             spec["containerConcurrency"] = predictor["containerConcurrency"]
         if predictor.get("timeout") is not None:
             spec["timeoutSeconds"] = predictor["timeout"]
-        labels = dict(meta["labels"])
+        labels = dict(self._runtime_meta["labels"], **meta["labels"])
         ksvc = {"apiVersion": KSVC, "kind": "Service", "metadata": copy.deepcopy(meta),
                 "spec": {"template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}}}
         try:

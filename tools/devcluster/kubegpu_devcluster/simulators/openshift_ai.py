@@ -12,7 +12,9 @@ where the reference is silent. Acts for CSVs the OLM simulator brought to Succee
   shipped) and shared/crds/keda (ScaledObject, TriggerAuthentication).
 - OpenShift AI, once its CSV has Succeeded (major version from the CSV: 2 serves v1, 3 serves v2):
   DSCInitialization `default-dsci` created if none exists, as the operator does at start (2.x: serviceMesh
-  Managed, control plane data-science-smcp in istio-system; 3.x: no service mesh). Its status: phase Ready,
+  Managed, control plane data-science-smcp in istio-system; 3.x: no service mesh). 3.x refuses new
+  AcceleratorProfiles (its webhook; here a ValidatingAdmissionPolicy, the local API server calls no webhooks)
+  with a message pointing at HardwareProfile. DSCInitialization status: phase Ready,
   ReconcileComplete True, the applications namespace created; 2.x with serviceMesh Managed needs the Service
   Mesh operator: without it phase Error, CapabilityServiceMesh False reason MissingOperator; with it the
   ServiceMeshControlPlane is created and CapabilityServiceMesh True once it is Ready.
@@ -58,6 +60,7 @@ KEDA = "keda.sh/v1alpha1"
 SMCP = "maistra.io/v2"
 OWN_CRDS = paths.DEVCLUSTER_ROOT / "catalog" / "crds"
 APPS_NS = "redhat-ods-applications"
+ACCELERATOR_POLICY = "kubegpu-devcluster-odh-acceleratorprofile-webhook"
 MANAGER = "openshift-ai"
 PACKAGES = {"rhods-operator": "rhods-operator.", "serverless-operator": "serverless-operator.",
             "servicemeshoperator": "servicemeshoperator.", "authorino-operator": "authorino-operator.",
@@ -183,6 +186,7 @@ class OpenShiftAISimulator(Simulator):
             if created:
                 log.info("openshift-ai: %s: CRDs %s", name, ", ".join(created))
             self._default_dsci(major)
+            self._accelerator_profiles(major)
         elif name.startswith(PACKAGES["serverless-operator"]):
             crds.ensure(self.dyn, [OWN_CRDS / "operator.knative.dev_knativeservings.yaml"])
         elif name.startswith(PACKAGES["servicemeshoperator"]):
@@ -191,6 +195,32 @@ class OpenShiftAISimulator(Simulator):
             crds.ensure(self.dyn, [OWN_CRDS / "keda.sh_kedacontrollers.yaml"]
                         + sorted((paths.crds_dir() / "keda").glob("*.yaml")))
         self.dyn.resources.invalidate_cache()
+
+    def _accelerator_profiles(self, major: int) -> None:
+        """OpenShift AI 3.x's webhook refuses new AcceleratorProfiles (HardwareProfile replaces them). The local API
+        server calls no webhooks, so an in-process ValidatingAdmissionPolicy plays it: the refusal is real."""
+        vap = self.dyn.resources.get(api_version="admissionregistration.k8s.io/v1", kind="ValidatingAdmissionPolicy")
+        binding = self.dyn.resources.get(api_version="admissionregistration.k8s.io/v1",
+                                         kind="ValidatingAdmissionPolicyBinding")
+        if major < 3:
+            for api in (binding, vap):
+                if serving.get(api, None, ACCELERATOR_POLICY):
+                    api.delete(name=ACCELERATOR_POLICY)
+            return
+        vap.server_side_apply(field_manager=MANAGER, force_conflicts=True, body={
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": ACCELERATOR_POLICY},
+            "spec": {"failurePolicy": "Fail",
+                     "matchConstraints": {"resourceRules": [{"apiGroups": ["dashboard.opendatahub.io"],
+                                                             "apiVersions": ["*"], "operations": ["CREATE"],
+                                                             "resources": ["acceleratorprofiles"]}]},
+                     "validations": [{"expression": "false", "reason": "Forbidden",
+                                      "message": "AcceleratorProfile is no longer supported in OpenShift AI 3.x: "
+                                                 "create a HardwareProfile (infrastructure.opendatahub.io/v1)"}]}})
+        binding.server_side_apply(field_manager=MANAGER, force_conflicts=True, body={
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": ACCELERATOR_POLICY},
+            "spec": {"policyName": ACCELERATOR_POLICY, "validationActions": ["Deny"]}})
 
     def _default_dsci(self, major: int) -> None:
         version = "v1" if major == 2 else "v2"
