@@ -38,7 +38,10 @@ where the reference is silent. Acts for CSVs the OLM simulator brought to Succee
 - Custom Metrics Autoscaler: KedaController `keda` in openshift-keda -> Deployment keda-operator there (the keda
   simulator then acts); status.phase "Installation Succeeded"; another name or namespace -> "Installation
   Failed" (the operator only reconciles keda/openshift-keda).
-Knobs: openshift-ai.ready_seconds (time each object takes to become ready, default 1).
+Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
+  openshift-ai.ready_seconds   time each object takes to become ready (default 1)
+  openshift-ai.never_ready     a reason (e.g. KserveDeploymentFailed): a DataScienceCluster with KServe Managed
+                               stays phase Not Ready, Ready/KserveReady False with that reason
 """
 from __future__ import annotations
 
@@ -337,6 +340,9 @@ class OpenShiftAISimulator(Simulator):
         if major == 2 and mode == "Serverless" and self._installed("authorino-operator") is None:
             extra.append(cond("AuthorinoReady", False, "MissingOperator", "Authorino operator is not installed: "
                               "KServe endpoints cannot be protected with authentication (package authorino-operator)"))
+        never = self.knobs.get("never_ready")
+        if never and not problems:
+            problems.append((never, f"{never}: simulated failure of the kserve component (knob openshift-ai.never_ready)"))
         if problems:
             reason, message = problems[0]
             status.update(phase="Not Ready", conditions=[cond("Ready", False, reason, message),
