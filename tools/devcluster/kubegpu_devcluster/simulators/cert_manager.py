@@ -105,8 +105,8 @@ class CertManagerSimulator(Simulator):
         if "ca" in spec:
             secret = self.get("Secret", namespace, spec["ca"].get("secretName", ""))
             if secret is None:
-                return False, "ErrGetKeyPair", ("Error getting keypair for CA issuer: secret "
-                                                 f"\"{spec['ca'].get('secretName')}\" not found")
+                secret = spec["ca"].get("secretName")
+                return False, "ErrGetKeyPair", f"Error getting keypair for CA issuer: secret \"{secret}\" not found"
             return True, "KeyPairVerified", "Signing CA verified"
         return False, "ErrInitIssuer", "issuer type not simulated (only selfSigned and ca)"
 

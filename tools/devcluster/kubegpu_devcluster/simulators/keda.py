@@ -89,7 +89,7 @@ class KedaSimulator(Simulator):
         ns, name = meta["namespace"], meta["name"]
         ref = spec.get("scaleTargetRef") or {}
         api_version, kind = ref.get("apiVersion") or "apps/v1", ref.get("kind") or "Deployment"
-        group, _, version = api_version.rpartition("/")
+        group, dummy, version = api_version.rpartition("/")
         status = {"scaleTargetKind": f"{api_version}.{kind}",
                   "scaleTargetGVKR": {"group": group, "version": version, "kind": kind,
                                       "resource": kind.lower() + "s"},

@@ -229,8 +229,8 @@ class KnativeSimulator(Simulator):
         containers = spec.get("containers") or []
         if containers and not containers[0].get("name"):
             containers[0]["name"] = "user-container"
-        pod_spec = {k: v for k, v in spec.items() if k not in ("containerConcurrency", "timeoutSeconds",
-                                                                "idleTimeoutSeconds", "responseStartTimeoutSeconds")}
+        knative_only = ("containerConcurrency", "timeoutSeconds", "idleTimeoutSeconds", "responseStartTimeoutSeconds")
+        pod_spec = {k: v for k, v in spec.items() if k not in knative_only}
         pod_spec["containers"] = containers + [copy.deepcopy(QUEUE_PROXY)]
         pod_labels = dict(labels, **{"serving.knative.dev/revision": name, "serving.knative.dev/revisionUID": meta["uid"],
                                      "app": name})

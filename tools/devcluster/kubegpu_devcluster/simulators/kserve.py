@@ -57,7 +57,7 @@ import json
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from . import serving
-from .framework import Simulator, log, now
+from .framework import Simulator, log
 
 V1B1 = "serving.kserve.io/v1beta1"
 V1A1 = "serving.kserve.io/v1alpha1"
@@ -294,9 +294,9 @@ class KServeSimulator(Simulator):
                 return None, "InvalidPredictorSpec", "No container configuration found in selected serving runtime"
             main = next((i for i, c in enumerate(containers) if c.get("name") == CONTAINER), 0)
             merged = merged_container(containers[main], predictor["model"], name)
-            base = {k: copy.deepcopy(spec[k]) for k in ("nodeSelector", "tolerations", "affinity", "volumes",
-                                                          "imagePullSecrets", "hostIPC", "schedulerName")
-                    if spec.get(k)}
+            runtime_pod = ("nodeSelector", "tolerations", "affinity", "volumes", "imagePullSecrets", "hostIPC",
+                           "schedulerName")
+            base = {k: copy.deepcopy(spec[k]) for k in runtime_pod if spec.get(k)}
             base["containers"] = [merged] + [copy.deepcopy(c) for i, c in enumerate(containers) if i != main]
             self._runtime_meta = {"annotations": dict(spec.get("annotations") or {}),
                                   "labels": dict(spec.get("labels") or {})}

@@ -345,8 +345,8 @@ class OpenShiftAISimulator(Simulator):
             problems.append((never, f"{never}: simulated failure of the kserve component (knob openshift-ai.never_ready)"))
         if problems:
             reason, message = problems[0]
-            status.update(phase="Not Ready", conditions=[cond("Ready", False, reason, message),
-                                                           cond("KserveReady", False, reason, message)] + extra)
+            status.update(phase="Not Ready", conditions=[
+                cond("Ready", False, reason, message), cond("KserveReady", False, reason, message)] + extra)
             if reason == "KnativeServingNotReady":
                 self.requeue("DataScienceCluster", None, dsc["metadata"]["name"], after=1.0)
             return self._status(api, dsc, status)
@@ -388,8 +388,8 @@ class OpenShiftAISimulator(Simulator):
 
     def _deployment(self, ns: str, name: str, labels: dict) -> None:
         dapi = self.api("Deployment")
-        body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns,
-                                                                           "labels": labels},
+        body = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": ns, "labels": labels},
                 "spec": {"replicas": 1, "selector": {"matchLabels": labels},
                          "template": {"metadata": {"labels": labels},
                                       "spec": {"containers": [{"name": "manager", "image": f"{name}:simulated"}]}}}}
@@ -404,8 +404,8 @@ class OpenShiftAISimulator(Simulator):
         capi = self.api("ConfigMap")
         autoscaler = {"enable-scale-to-zero": "true", "stable-window": "60s", "scale-to-zero-grace-period": "30s",
                       "allow-zero-initial-scale": "false"}
-        autoscaler.update({k: str(v) for k, v in (((ks.get("spec") or {}).get("config") or {})
-                                                   .get("autoscaler") or {}).items()})
+        overrides = ((ks.get("spec") or {}).get("config") or {}).get("autoscaler") or {}
+        autoscaler.update({k: str(v) for k, v in overrides.items()})
         for name, data in (("config-autoscaler", autoscaler), ("config-domain", {"apps.devcluster.example.com": ""})):
             body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data}
             serving.apply(capi, body, serving.get(capi, ns, name), MANAGER)
