@@ -5,7 +5,7 @@
 objects that turn them on (DSCInitialization, DataScienceCluster, KedaController).
 
 - operators(plan, settings): the olm_operator arguments of each missing operator, in install order.
-- charts(plan, settings, facts): the kubernetes.core.helm releases of the missing charts (chart folder names
+- chart_releases(plan, settings, facts): the kubernetes.core.helm releases of the missing charts (chart folder names
   under the charts directory: kserve-crd, kserve-resources, keda), in install order.
 - platform_objects(plan, settings, facts): the objects to apply once the operators run. On OpenShift AI the
   DataScienceCluster carries KServe Managed and, on 2.x, its default deployment mode and Knative Serving; its
@@ -40,6 +40,14 @@ KSERVE_NAMESPACE = "kserve"
 KEDA_NAMESPACE = "keda"
 LABELS = {"app.kubernetes.io/managed-by": "kubegpu.platform"}
 
+# Where each chart is published, and its folder in a charts directory laid out as shared/charts is.
+PUBLISHED = {
+    "kserve-crd": {"ref": "oci://ghcr.io/kserve/charts/kserve-crd", "version": "v0.20.0", "folder": "kserve/kserve-crd"},
+    "kserve-resources": {"ref": "oci://ghcr.io/kserve/charts/kserve-resources", "version": "v0.20.0",
+                         "folder": "kserve/kserve-resources"},
+    "keda": {"ref": "keda", "repo_url": "https://kedacore.github.io/charts", "version": "2.20.2", "folder": "keda"},
+}
+
 # package: (namespace, all namespaces?) as each operator's documentation installs it.
 _OPERATORS = {
     RHOAI: (RHOAI_NAMESPACE, True),
@@ -73,8 +81,10 @@ def operators(plan, settings):
     return out
 
 
-def charts(plan, settings, facts):
-    """kubernetes.core.helm releases for the missing charts: {name, chart, namespace, values} in install order.
+def chart_releases(plan, settings, facts):
+    """kubernetes.core.helm releases for the missing charts, in install order: {name, namespace, chart, chart_ref,
+    repo_url, version, values}. chart_ref is the folder under settings.helm.charts_dir when one is given (Helm reads
+    the version from its Chart.yaml), else the published chart at its pinned version.
 
     KServe's CRD chart is skipped when its CRDs exist and were not installed by Helm (another installer owns
     them; Helm would refuse to adopt them).
@@ -85,14 +95,25 @@ def charts(plan, settings, facts):
     kserve_ns = settings.kserve.get("namespace") or KSERVE_NAMESPACE
     if "kserve" in plan["missing"]:
         if facts.get("kserve_crds") != "other":
-            out.append({"name": "kserve-crd", "chart": "kserve-crd", "namespace": kserve_ns, "values": {}})
+            out.append(_release(settings, "kserve-crd", "kserve-crd", kserve_ns, {}))
         values = {"kserve": {"controller": {"deploymentMode": plan["mode_names"][plan["mode"]]}}}
-        out.append({"name": "kserve", "chart": "kserve-resources", "namespace": kserve_ns,
-                    "values": _merge(values, settings.kserve.get("values") or {})})
+        out.append(_release(settings, "kserve", "kserve-resources", kserve_ns,
+                            _merge(values, settings.kserve.get("values") or {})))
     if "keda" in plan["missing"]:
-        out.append({"name": "keda", "chart": "keda", "namespace": settings.keda.get("namespace") or KEDA_NAMESPACE,
-                    "values": dict(settings.keda.get("values") or {})})
+        out.append(_release(settings, "keda", "keda", settings.keda.get("namespace") or KEDA_NAMESPACE,
+                            dict(settings.keda.get("values") or {})))
     return out
+
+
+def _release(settings, name, chart, namespace, values):
+    published = PUBLISHED[chart]
+    charts_dir = (settings.helm.get("charts_dir") or "").rstrip("/")
+    release = {"name": name, "namespace": namespace, "chart": chart, "values": values}
+    if charts_dir:
+        release.update(chart_ref="%s/%s" % (charts_dir, published["folder"]), repo_url=None, version=None)
+    else:
+        release.update(chart_ref=published["ref"], repo_url=published.get("repo_url"), version=published["version"])
+    return release
 
 
 def _merge(base, over):

@@ -38,7 +38,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import parse_claim_templates
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import canonical_profile_name
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.errors import ServingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.fit import fit
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.platform import (
@@ -53,6 +55,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
     runtime_object,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError, size_model
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.slices import (
+    claim_template_slices,
+    pool_slices,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.spec import AUTO, KNATIVE, STANDARD
 
 API_VERSION = "serving.kserve.io/v1beta1"
@@ -112,7 +118,7 @@ def _plan_model(settings, platform, model, slices, pools, templates):
         raise ServingError("%s: mode is knative, but Knative Serving does not run on this cluster; use mode: standard"
                            % subject)
     candidates = _candidates(model, mode, slices, pools, templates)
-    sized, item, units = _size(model, candidates)
+    sized, item, units = _size(model, candidates, slices)
     mechanism = None
     if model.min_replicas == 0:
         mechanism = platform["scale_to_zero"].get(mode)
@@ -188,8 +194,9 @@ def _candidates(model, mode, slices, pools, templates):
     return found
 
 
-def _size(model, candidates):
-    """(fit result or None, the Slice, units per replica)."""
+def _size(model, candidates, slices):
+    """(fit result or None, the Slice, units per replica). With sizing, fit() chooses among the candidates (the
+    smallest that fits) and, when none fits, names the slices of the whole cluster that would."""
     subject = model.subject
     if model.sizing:
         try:
@@ -198,12 +205,23 @@ def _size(model, candidates):
             raise ServingError("%s: sizing has a key size_model does not take (%s); see docs/serving.md" % (subject, e))
         except SizingError as e:
             raise ServingError("%s: sizing: %s" % (subject, e))
-        requested = {"units": model.gpus} if model.gpus else None
+        if model.claim_template:
+            requested = {"claim_template": model.claim_template}
+        elif len(candidates) == 1:
+            requested = {"pool": model.pool, "resource_name": candidates[0].resource_name}
+        else:
+            requested = {"pool": model.pool}
+        if model.gpus:
+            requested["units"] = model.gpus
         try:
-            result = fit(need, candidates, requested=requested)
+            result = fit(need, [s for s in slices if s in candidates or s.memory_bytes is not None],
+                         requested=requested)
         except SizingError as e:
             raise ServingError("%s: %s" % (subject, e))
-        chosen = next(s for s in candidates if s.to_dict() == result["slice"])
+        chosen = next((s for s in candidates if s.to_dict() == result["slice"]), None)
+        if chosen is None:
+            raise ServingError("%s: sizing chose %s, which is not the pool's or claim template's" % (
+                subject, result["slice"]))
         return result, chosen, result["units"]
     if len(candidates) > 1:
         raise ServingError("%s: pool '%s' offers several resources (%s); name one with mig_profile, or give sizing so "
@@ -245,7 +263,9 @@ def _inference_service(settings, platform, model, mode, mechanism, item, units, 
     if not sized and units > 1 and item.kind == "gpu":
         args += ["--tensor-parallel-size", str(units)]
     predictor["model"] = {"modelFormat": {"name": MODEL_FORMAT}, "runtime": model.runtime,
-                          "storageUri": model.storage_uri, "args": args + list(model.args), "resources": resources}
+                          "storageUri": model.storage_uri, "resources": resources}
+    if args or model.args:
+        predictor["model"]["args"] = args + list(model.args)
     if model.env:
         predictor["model"]["env"] = [dict(e) for e in model.env]
     return {"apiVersion": API_VERSION, "kind": "InferenceService",
@@ -261,3 +281,22 @@ def _keda_metric(settings, platform, model):
         "metric": {"backend": "prometheus", "serverAddress": scale.get("prometheus") or PROMETHEUS[platform["platform"]],
                    "query": query},
         "target": {"type": "Value", "value": str(scale["threshold"])}}}
+
+
+def cluster_offers(raw_pools, raw_templates, nodes):
+    """(slices, pools, templates) for plan_models from kubegpu_node_pools, kubegpu_dra.claim_templates and the
+    cluster's Node objects. A pool whose slices cannot be read (no node, unknown GPU) is kept with its error, so
+    that only a model placed on it is refused."""
+    parsed = parse_pools(raw_pools or [])
+    slices, pools = [], {}
+    for pool in parsed:
+        pools[pool.name] = {"strategy": pool.strategy, "error": None}
+        if pool.strategy == DRA_STRATEGY:
+            continue
+        try:
+            slices.extend(pool_slices([pool], nodes))
+        except (SizingError, PoolError) as e:
+            pools[pool.name]["error"] = str(e)
+    templates = parse_claim_templates(raw_templates or [])
+    slices.extend(claim_template_slices(templates))
+    return slices, pools, dict((t.name, list(t.namespaces)) for t in templates)

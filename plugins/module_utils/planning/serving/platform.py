@@ -231,7 +231,8 @@ def _kserve(facts, settings, openshift):
             "Deployment in knative-serving); the collection installs KServe and KEDA, not Knative: install Knative "
             "Serving first, or use mode: standard (scale to zero through KEDA)",
             ["install Knative Serving (knative-serving namespace) with a networking layer"])
-    wanted = ["kserve"] + (["keda"] if mode == STANDARD else [])
+    # KEDA too in Knative mode: a model may run in Standard mode of its own (a DRA claim) and scale to zero.
+    wanted = ["kserve", "keda"]
     missing = [c for c in wanted if not installed[c]] if settings.install else []
     if not installed["kserve"] and not settings.install:
         raise ServingError("KServe is not installed (no inferenceservice-config ConfigMap, no controller) and "

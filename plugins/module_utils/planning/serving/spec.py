@@ -11,6 +11,9 @@
       openshift_ai: {channel: "", approval: Manual}
       kserve: {namespace: kserve, values: {}}     # Kubernetes: the KServe charts' release namespace and values
       keda: {namespace: keda, values: {}}         # Kubernetes: the KEDA chart's
+      helm: {charts_dir: "", binary: "", wait: false}   # charts_dir laid out as shared/charts; empty: published charts
+      wait: true                  # wait for each model: Ready, or scaled to zero when that is its idle state
+      timeout: 1800               # seconds for the platform and for the models
       scale_to_zero:
         retention_period: 5m      # Knative: keep the last pod this long after the last request
         prometheus: ""            # KEDA: the Prometheus the ScaledObject queries (default per platform)
@@ -69,8 +72,9 @@ DEFAULT_NAMESPACE = "llm"
 DEFAULT_COLD_START = 1800
 DEFAULT_RETENTION = "5m"
 
-_SETTINGS_KEYS = ("platform", "mode", "install", "namespace", "openshift_ai", "kserve", "keda", "scale_to_zero",
+_SETTINGS_KEYS = ("platform", "mode", "install", "namespace", "openshift_ai", "kserve", "keda", "helm", "scale_to_zero",
                   "cold_start_timeout", "runtimes", "models", "wait", "timeout")
+_HELM_KEYS = ("charts_dir", "binary", "wait")
 _OPENSHIFT_AI_KEYS = ("channel", "approval", "source")
 _CHART_KEYS = ("namespace", "values")
 _SCALE_KEYS = ("retention_period", "prometheus", "query", "threshold")
@@ -132,6 +136,9 @@ class Settings:
     openshift_ai: Dict[str, Any] = field(default_factory=dict)
     kserve: Dict[str, Any] = field(default_factory=dict)
     keda: Dict[str, Any] = field(default_factory=dict)
+    helm: Dict[str, Any] = field(default_factory=dict)
+    wait: bool = True
+    timeout: int = DEFAULT_COLD_START
     scale_to_zero: Dict[str, Any] = field(default_factory=dict)
     cold_start_timeout: int = DEFAULT_COLD_START
     runtimes: Tuple[Runtime, ...] = ()
@@ -225,6 +232,11 @@ def parse_settings(raw):
         if "namespace" in charts[key]:
             _namespace("%s.%s" % (subject, key), charts[key]["namespace"])
         _optional_mapping(subject, "%s.values" % key, charts[key].get("values"))
+    helm = dict(raw.get("helm") or {})
+    _check_keys(subject, "helm", helm, _HELM_KEYS)
+    for key in ("charts_dir", "binary"):
+        if not isinstance(helm.get(key) or "", str):
+            _fail(subject, "helm.%s" % key, helm[key], "a path")
     scale = dict(raw.get("scale_to_zero") or {})
     _check_keys(subject, "scale_to_zero", scale, _SCALE_KEYS)
     retention = scale.setdefault("retention_period", DEFAULT_RETENTION)
@@ -241,7 +253,9 @@ def parse_settings(raw):
         platform=_choice(subject, "platform", raw.get("platform", AUTO), PLATFORMS),
         mode=_choice(subject, "mode", raw.get("mode", AUTO), MODES),
         install=_bool(subject, "install", raw.get("install", True)),
-        namespace=namespace, openshift_ai=openshift_ai, kserve=charts["kserve"], keda=charts["keda"],
+        namespace=namespace, openshift_ai=openshift_ai, kserve=charts["kserve"], keda=charts["keda"], helm=helm,
+        wait=_bool(subject, "wait", raw.get("wait", True)),
+        timeout=_int(subject, "timeout", raw.get("timeout", DEFAULT_COLD_START), 1),
         scale_to_zero=scale,
         cold_start_timeout=_int(subject, "cold_start_timeout", raw.get("cold_start_timeout", DEFAULT_COLD_START), 60),
         runtimes=runtimes, models=models,
