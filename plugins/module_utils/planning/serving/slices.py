@@ -184,8 +184,8 @@ def gpu_slices(pool, model, gpus_per_node, nodes=None):
         base = name[:-len(SHARED_SUFFIX)] if name.endswith(SHARED_SUFFIX) and name not in memory else name
         profile, size = memory[base]
         share = size // sharing.replicas
-        # MPS pins each client's memory limit, and CUDA reports it as the device's total; a time-sliced
-        # replica sees the whole device.
+        # MPS pins each client's memory limit, taken to be what CUDA reports as the device's total (not verified
+        # on hardware; docs/serving.md); a time-sliced replica sees the whole device.
         device = share if kind == MPS else size
         slices.append(Slice(pool=pool.name, kind=kind, resource_name=name, memory_bytes=share, units_per_node=count,
                             max_units_per_pod=1, device_memory_bytes=device, gpu=model.key, profile=profile,
