@@ -22,10 +22,14 @@ description:
     fields C(driverType) and C(usePrecompiled). The API server then checks every object that would change in a
     server-side dry run with strict field validation, so a misspelt field is refused instead of silently dropped.
   - Applies the full desired spec with server-side apply on every run, so drift (a field edited by hand) is put
-    back, and writes nothing when nothing differs. RV(diff) shows each field that differs, before and after.
-  - Waits for C(status.state=ready); when the policy is not ready by O(timeout) fails naming each condition's
-    type, status, reason and message.
-  - In check mode writes nothing and returns the desired spec and the diff.
+    back, and writes nothing when nothing differs. RV(changes) and RV(diff) show each field that differs, before
+    and after.
+  - Waits for C(status.state=ready) (the collection's one waiter); when the policy is not ready by O(timeout) fails
+    naming the policy, what was expected, the state and each condition's type, status, reason and message last seen,
+    and for how long. With O(wait_round) the wait is spread over the rounds of the task's C(until) loop, each
+    returning its RV(progress).
+  - In check mode writes nothing (the changed objects are sent as server-side dry runs) and returns the
+    desired spec, the changes and the diff.
 author:
   - kubegpu.platform contributors (@kubegpu)
 options:
@@ -74,15 +78,16 @@ options:
     type: bool
     default: true
   timeout:
-    description: Seconds to wait for C(ready).
+    description: Seconds to wait for C(ready) in all (from O(wait_started) when set).
     type: int
     default: 1200
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.wait
 attributes:
   check_mode:
     support: full
-    description: Writes nothing (the API server validates changes in a dry run) and returns the spec and the diff.
+    description: Writes nothing (the API server validates each change in a dry run) and returns the spec and the diff.
   diff_mode:
     support: full
     description: Returns the fields that differ, before and after.
@@ -148,34 +153,49 @@ conditions:
   returned: always
   type: list
   elements: dict
+changes:
+  description:
+    - Each object written (or that would be, in check mode) in order, with C(key) (C(kind/name), or
+      C(kind/namespace/name)), C(kind), C(namespace), C(name), the dotted C(fields) that differ and their values
+      C(before) and C(after), nested as in the object (C(before) null for a new object).
+  returned: always
+  type: list
+  elements: dict
 diff:
   description:
-    - C(before) and C(after), each a mapping of dotted field path (for example C(spec.cdi.enabled)) to its value,
-      for the fields that differ; NVIDIADriver fields are prefixed with C(NVIDIADriver <name>:).
+    - C(before) and C(after), each a mapping of object key (C(ClusterPolicy/gpu-cluster-policy),
+      C(NVIDIADriver/l40s)) to the fields that differ, nested as in the object.
   returned: always
   type: dict
-  sample: {before: {spec.cdi.enabled: false}, after: {spec.cdi.enabled: true}}
+  sample:
+    before: {"ClusterPolicy/gpu-cluster-policy": {spec: {cdi: {enabled: false}}}}
+    after: {"ClusterPolicy/gpu-cluster-policy": {spec: {cdi: {enabled: true}}}}
 drivers:
   description: Each NVIDIADriver of O(nvidia_drivers) with C(name), C(changed), C(state) and C(conditions) as read before writing.
   returned: always
   type: list
   elements: dict
-progress:
-  description: What was awaited and when, in seconds since the start.
+ready:
+  description:
+    - Whether the wait is over. V(false) only when O(wait_round) ran out first; the task's C(until) calls again.
   returned: always
-  type: list
-  elements: str
+  type: bool
+progress:
+  description:
+    - 'What the wait saw (cluster/wait.py): C(summary) (one line, for example C(ClusterPolicy/cluster-policy: state
+      notReady: Ready=False (reason OperandsNotReady): ... (40 s))), C(target), C(expected), C(ready), C(pending) and
+      C(failed) (item to what was last seen and for how long), C(waited_s) (since O(wait_started)) and C(lines) (one
+      per change seen, with its time).'
+  returned: when the module waited
+  type: dict
 """
 
 import time
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import FIELD_MANAGER, apply_object
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import (
-    ClusterError,
-    DynamicApiError,
-    describe_api_error,
-)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import apply_object, change_report
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, state_ready
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import (
     CLUSTER_POLICY_API,
     KEEP_LIVE_DEFAULT,
@@ -187,15 +207,12 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_
     chart_spec,
     check_immutable,
     check_single_policy,
-    describe_conditions,
     desired_spec,
     driver_objects,
     example_of,
-    field_diff,
     pick_operator_csv,
     policy_object,
     policy_status,
-    readiness,
 )
 
 POLL_SECONDS = 2.0
@@ -224,39 +241,14 @@ def base_policy(module, platform):
         ns, csv["metadata"]["name"])
 
 
-def server_dry_run(cluster, obj):
-    """Let the API server validate obj (schema, enums, CEL rules, unknown fields) without storing it."""
-    resource = cluster.resource(obj["apiVersion"], obj["kind"])
-    if resource is None:
-        raise ClusterError("the API server does not serve {0} {1}: install the GPU Operator (its CRDs) first".format(
-            obj["apiVersion"], obj["kind"]))
-    try:
-        cluster.dynamic.server_side_apply(resource, body=obj, name=obj["metadata"]["name"], field_manager=FIELD_MANAGER,
-                                          force_conflicts=True, dry_run="All",
-                                          query_params=[("fieldValidation", "Strict")])
-    except DynamicApiError as e:
-        if getattr(e, "status", None) in (401, 403):
-            raise ClusterError(describe_api_error("dry-run apply {0} {1}".format(obj["kind"], obj["metadata"]["name"]), e))
-        summary = getattr(e, "summary", None)
-        raise ClusterError("{0} {1}: the API server refused it in a dry run (HTTP {2}), so nothing was written: {3} "
-                           "Check the field names and values against the {0} schema ({4}).".format(
-                               obj["kind"], obj["metadata"]["name"], getattr(e, "status", None),
-                               summary() if callable(summary) else e, obj["apiVersion"]))
-
-
 class Reconcile(object):
     def __init__(self, module):
         self.module = module
         self.cluster = module.cluster
-        self.start = time.monotonic()
-        self.progress = []
         self.live = None
         self.result = {"changed": False, "name": None, "platform": None, "base": None, "spec": {}, "state": None,
-                       "conditions": [], "diff": {"before": {}, "after": {}}, "drivers": [], "progress": self.progress}
-
-    def note(self, what):
-        if not self.progress or not self.progress[-1].endswith(": " + what):
-            self.progress.append("{0:.0f} s: {1}".format(time.monotonic() - self.start, what))
+                       "conditions": [], "changes": [], "diff": {"before": {}, "after": {}}, "drivers": [],
+                       "ready": True}
 
     def fail(self, msg):
         self.module.fail_json(msg=msg, **self.result)
@@ -282,60 +274,39 @@ class Reconcile(object):
         live_drivers = dict((d["metadata"]["name"], d) for d in self.cluster.list(NVIDIA_DRIVER_API, "NVIDIADriver")) \
             if drivers else {}
         check_immutable(drivers, live_drivers)
-        before, after = field_diff({"spec": spec}, self.live)
         for obj in drivers:
-            dname = obj["metadata"]["name"]
-            d_before, d_after = field_diff({"spec": obj["spec"]}, live_drivers.get(dname))
-            before.update(("NVIDIADriver {0}: {1}".format(dname, k), v) for k, v in d_before.items())
-            after.update(("NVIDIADriver {0}: {1}".format(dname, k), v) for k, v in d_after.items())
-            state, conditions = policy_status(live_drivers.get(dname))
-            r["drivers"].append({"name": dname, "changed": bool(d_after), "state": state, "conditions": conditions})
-        r["diff"] = {"before": before, "after": after}
+            state, conditions = policy_status(live_drivers.get(obj["metadata"]["name"]))
+            r["drivers"].append({"name": obj["metadata"]["name"], "state": state, "conditions": conditions})
         return [(policy_object(name, spec), self.live)] + [(d, live_drivers.get(d["metadata"]["name"])) for d in drivers]
 
     def apply(self, desired):
+        """Every object that differs is dry-run first (check mode stops there), then applied."""
         changes = [apply_object(self.cluster, obj, True, current=live, current_known=True) for obj, live in desired]
-        for (obj, live), change in zip(desired, changes):
-            if change.changed:
-                server_dry_run(self.cluster, obj)
+        for entry, change in zip(self.result["drivers"], changes[1:]):
+            entry["changed"] = change.changed
         if not self.module.check_mode:
             changes = [apply_object(self.cluster, obj, False, current=live, current_known=True) if change.changed
                        else change for (obj, live), change in zip(desired, changes)]
-        self.result["changed"] = any(c.changed for c in changes)
+        self.result.update(change_report(changes))
         return changes[0].changed
 
     def wait(self, policy_changed):
-        p, r = self.module.params, self.result
-        deadline = self.start + p["timeout"]
-        obj = self.live
+        r = self.result
         if policy_changed:
             # Give the operator a moment to see the new generation before trusting a `ready` state.
-            time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
-            obj = None
-        while True:
-            if obj is None:
-                obj = self.cluster.get(CLUSTER_POLICY_API, "ClusterPolicy", r["name"])
-            r["state"], r["conditions"] = policy_status(obj)
-            verdict, detail = readiness(obj, (obj or {}).get("metadata", {}).get("generation"))
-            self.note("ClusterPolicy {0}: {1}".format(r["name"], detail))
-            if verdict == "ready":
-                return
-            if verdict == "ignored":
-                self.fail(detail)
-            if time.monotonic() >= deadline:
-                self.fail(self.timeout_message())
-            time.sleep(max(0.0, min(POLL_SECONDS, deadline - time.monotonic())))
-            obj = None
+            time.sleep(POLL_SECONDS)
+        self.module.wait_for(Target(CLUSTER_POLICY_API, "ClusterPolicy", name=r["name"]), state_ready(), r,
+                             interval=POLL_SECONDS, observe=self.observe)
 
-    def timeout_message(self):
+    def observe(self, policy):
+        """Put the last read into the result; on an error, say what to check when the operator wrote no status."""
         r = self.result
-        msg = "ClusterPolicy {0} not ready after {1} s (state {2}): {3}".format(
-            r["name"], self.module.params["timeout"], r["state"] or "none", describe_conditions(r["conditions"]))
+        r["state"], r["conditions"] = policy_status(policy)
         if not r["state"]:
-            msg += (". The GPU Operator has written no status: is it running? (OpenShift: the {0} CSV in {1} must be "
+            return ("The GPU Operator has written no status: is it running? (OpenShift: the {0} CSV in {1} must be "
                     "Succeeded; Kubernetes: a Deployment labelled app.kubernetes.io/component=gpu-operator)".format(
                         OLM_PACKAGE, self.module.params["csv_namespace"]))
-        return msg
+        return None
 
 
 def run(module):
@@ -366,6 +337,7 @@ def main():
             "timeout": {"type": "int", "default": 1200},
         },
         supports_check_mode=True,
+        waits=True,
     )
     module.run(run)
 

@@ -82,15 +82,25 @@ warnings_list:
   type: list
   elements: str
 changes:
-  description: Each object written, replaced or deleted (or that would be), with the fields that differ.
+  description:
+    - Each object written (or that would be, in check mode) in order, with C(key) (C(kind/name), or
+      C(kind/namespace/name)), C(kind), C(namespace), C(name), the dotted C(fields) that differ and their values
+      C(before) and C(after), nested as in the object (C(before) null for a new object, C(after) null for a deleted one).
   returned: always
   type: list
   elements: dict
+diff:
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+  returned: always
+  type: dict
 """
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
     Change,
     apply_object,
+    change_report,
     delete_object,
     dry_run_apply,
 )
@@ -140,7 +150,8 @@ def plan_writes(cluster, objects, ours):
     out = []
     for obj in objects:
         current = ours.get(key(obj))
-        change = apply_object(cluster, obj, True, current=current, current_known=True, field_manager=FIELD_MANAGER)
+        change = apply_object(cluster, obj, True, current=current, current_known=True, field_manager=FIELD_MANAGER,
+                              validate=False)
         if not change.changed:
             continue
         replace = current is not None and obj["kind"] in IMMUTABLE_SPEC and any(
@@ -191,6 +202,7 @@ def run(module):
                             field_manager=FIELD_MANAGER) for ns in wanted_namespaces]
     for obj, change, replace in writes:
         if replace:
+            # In check mode a dry-run delete (validate() dry-ran the rest).
             delete_object(cluster, ours[key(obj)], check)
             change.fields = ["(replaced: spec is immutable)"] + change.fields
         if not check:
@@ -216,13 +228,8 @@ def run(module):
                             "listed satisfy the rest" % (template.name, len(entry["nodes"])))
     for warning in warnings:
         module.warn(warning)
-    changed = [c for c in changes if isinstance(c, Change) and c.changed]
-    result = {"changed": bool(changed), "templates": report, "api_version": api_version, "warnings_list": warnings,
-              "changes": [c.as_dict() for c in changed]}
-    if module._diff:
-        names = ["%s %s%s" % (c.kind, c.namespace + "/" if c.namespace else "", c.name) for c in changed]
-        result["diff"] = {"before": [{n: c.before} for n, c in zip(names, changed)],
-                          "after": [{n: c.after} for n, c in zip(names, changed)]}
+    result = {"templates": report, "api_version": api_version, "warnings_list": warnings}
+    result.update(change_report([c for c in changes if isinstance(c, Change)]))
     return result
 
 

@@ -51,6 +51,7 @@ options:
     default: 600
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.wait
 attributes:
   check_mode:
     support: full
@@ -73,6 +74,19 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ready:
+  description:
+    - Whether the wait is over. V(false) only when O(wait_round) ran out first; the task's C(until) calls again.
+  returned: always
+  type: bool
+progress:
+  description:
+    - 'What the last wait saw (cluster/wait.py): C(summary) (one line, for example C(ResourceSlices: 1/2 ready;
+      gpu-2: no ResourceSlice of gpu.nvidia.com (40 s))), C(target), C(expected), C(ready) (items ready),
+      C(pending) and C(failed) (item to what was last seen and for how long), C(waited_s) (since O(wait_started))
+      and C(lines) (one per change seen, with its time).'
+  returned: when the module waited
+  type: dict
 dra_pools:
   description: Per DRA pool, the names of its nodes.
   returned: always
@@ -92,16 +106,30 @@ devices:
   returned: when wait is true, outside check mode
   type: dict
 changes:
-  description: Each node patched (or that would be), with the labels before and after.
+  description:
+    - Each object written (or that would be, in check mode) in order, with C(key) (C(kind/name), or
+      C(kind/namespace/name)), C(kind), C(namespace), C(name), the dotted C(fields) that differ and their values
+      C(before) and C(after), nested as in the object (C(before) null for a new object, C(after) null for a deleted one).
   returned: always
   type: list
   elements: dict
+diff:
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+  returned: always
+  type: dict
 """
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import Change, patch_labels, update_object
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import wait_for_slices
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
+    Change,
+    change_report,
+    patch_labels,
+    update_object,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import devices
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, resource_slices
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driver_values import GPU_OPERATOR, HOST
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.operator_env import (
     ENV_PATH,
@@ -137,9 +165,8 @@ def driver_manager_env(module, wanted):
     report = {"name": name, "wanted": wanted, "before": before, "after": before if after is None else after}
     if after is None:
         return report, None
-    change = Change("ClusterPolicy", name, fields=[ENV_PATH], before={"env": before}, after={"env": after})
-    if module.check_mode:
-        return report, change
+    change = Change("ClusterPolicy", name, fields=[ENV_PATH], before={"spec": {"driver": {"manager": {"env": before}}}},
+                    after={"spec": {"driver": {"manager": {"env": after}}}})
 
     def mutate(live):
         env = eviction_env(manager_env(live), wanted)
@@ -148,7 +175,8 @@ def driver_manager_env(module, wanted):
         manager = live.setdefault("spec", {}).setdefault("driver", {}).setdefault("manager", {})
         manager["env"] = env
         return True
-    update_object(cluster, CLUSTER_POLICY_API, "ClusterPolicy", name, mutate, field_manager=FIELD_MANAGER)
+    update_object(cluster, CLUSTER_POLICY_API, "ClusterPolicy", name, mutate, field_manager=FIELD_MANAGER,
+                  check_mode=module.check_mode)
     return report, change
 
 
@@ -168,20 +196,18 @@ def run(module):
         policy, change = driver_manager_env(module, bool(dra_pools) and module.params["driver_owner"] == GPU_OPERATOR)
         if change is not None:
             changes.append(change)
-    result = {"changed": any(c.changed for c in changes), "dra_pools": dra_pools, "node_labels": plan,
-              "cluster_policy": policy, "changes": [c.as_dict() for c in changes if c.changed]}
-    if module._diff:
-        result["diff"] = {"before": [{"%s %s" % (c.kind, c.name): c.before} for c in changes if c.changed],
-                          "after": [{"%s %s" % (c.kind, c.name): c.after} for c in changes if c.changed]}
+    result = {"dra_pools": dra_pools, "node_labels": plan, "cluster_policy": policy}
+    result.update(change_report(changes))
     dra_nodes = sorted(set(n for pool in dra_pools.values() for n in pool))
     if module.params["wait"] and not module.check_mode and dra_nodes:
         api_version = best_version(cluster.served_versions(GROUP))
         if api_version is None:
             module.fail_json(msg="the API server serves no %s version: run dra_platform first" % GROUP, **result)
-        try:
-            result["devices"] = wait_for_slices(cluster, api_version, dra_nodes, module.params["timeout"])
-        except WaitTimeout as e:
-            module.fail_json(msg=str(e), **result)
+        outcome = module.wait_for(Target(api_version, "ResourceSlice", names=dra_nodes, title="ResourceSlices"),
+                                  resource_slices(dra_nodes), result, interval=1.0)
+        result["devices"] = devices(outcome)
+    else:
+        result["ready"] = True
     return result
 
 
@@ -194,6 +220,7 @@ def main():
             "timeout": {"type": "int", "default": 600},
         },
         supports_check_mode=True,
+        waits=True,
     )
     module.run(run)
 

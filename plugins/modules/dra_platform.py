@@ -80,6 +80,7 @@ options:
     default: 1800
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.wait
 attributes:
   check_mode:
     support: full
@@ -106,6 +107,19 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ready:
+  description:
+    - Whether the wait is over. V(false) only when O(wait_round) ran out first; the task's C(until) calls again.
+  returned: always
+  type: bool
+progress:
+  description:
+    - 'What the last wait saw (cluster/wait.py): C(summary) (one line, for example C(ResourceSlices: 1/2 ready;
+      gpu-2: no ResourceSlice of gpu.nvidia.com (40 s))), C(target), C(expected), C(ready) (items ready),
+      C(pending) and C(failed) (item to what was last seen and for how long), C(waited_s) (since O(wait_started))
+      and C(lines) (one per change seen, with its time).'
+  returned: when the module waited
+  type: dict
 platform:
   description: The platform plan; C(platform), C(version), C(api_version) (the resource.k8s.io version written),
     C(ready), C(writes), C(wait_for), C(warnings).
@@ -141,21 +155,31 @@ scc:
   type: list
   elements: str
 changes:
-  description: Each object written (or that would be), with the fields that differ, before and after.
+  description:
+    - Each object written (or that would be, in check mode) in order, with C(key) (C(kind/name), or
+      C(kind/namespace/name)), C(kind), C(namespace), C(name), the dotted C(fields) that differ and their values
+      C(before) and C(after), nested as in the object (C(before) null for a new object, C(after) null for a deleted one).
   returned: always
   type: list
   elements: dict
+diff:
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+  returned: always
+  type: dict
 """
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
     apply_object,
+    change_report,
     delete_object,
     dry_run_apply,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts, wait_until_served
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts, served_target
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import api_served
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     TEMPLATE_LABEL,
     device_class,
@@ -169,7 +193,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driv
     installed_from_helm,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import OPENSHIFT, plan_platform
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import GROUP, OPENSHIFT, plan_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import dra_pool_nodes
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.scc import LABELS, scc_objects, service_accounts
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
@@ -240,21 +264,23 @@ def run(module):
     scc = plan["platform"] == OPENSHIFT and bool(dra_pools) and module.params["openshift_scc"]
     changes += reconcile_scc(cluster, check, scc, driver["release"])
     api_version = plan["api_version"]
-    if platform_changed and not check and module.params["wait"]:
-        try:
-            api_version = "resource.k8s.io/" + wait_until_served(cluster, module.params["timeout"])[0]
-        except WaitTimeout as e:
-            module.fail_json(msg=str(e), changes=[c.as_dict() for c in changes if c.changed], changed=True)
+    waited = {"ready": True}
+    if not api_version and not check and module.params["wait"]:
+        # Written now or by an earlier round: the control plane rolls the feature set out node by node.
+        waited = change_report(changes)
+        outcome = module.wait_for(served_target(), api_served(GROUP), waited, interval=5.0)
+        if outcome.ready:
+            api_version = "resource.k8s.io/" + outcome.observed[0]
     warnings = plan["warnings"] + driver["warnings"]
     for warning in warnings:
         module.warn(warning)
-    result = {"changed": any(c.changed for c in changes), "platform": plan, "api_version": api_version,
+    result = {"platform": plan, "api_version": api_version,
               "dra_pools": dra_pools, "driver": driver, "warnings_list": warnings,
               "scc": ["%s/%s" % sa for sa in service_accounts(driver["release"])] if scc else [],
-              "changes": [c.as_dict() for c in changes if c.changed]}
-    if module._diff:
-        result["diff"] = {"before": [{"%s %s" % (c.kind, c.name): c.before} for c in changes if c.changed],
-                          "after": [{"%s %s" % (c.kind, c.name): c.after} for c in changes if c.changed]}
+              "ready": waited["ready"]}
+    if "progress" in waited:
+        result["progress"] = waited["progress"]
+    result.update(change_report(changes))
     return result
 
 
@@ -271,6 +297,7 @@ def main():
             "timeout": {"type": "int", "default": 1800},
         },
         supports_check_mode=True,
+        waits=True,
     )
     module.run(run)
 

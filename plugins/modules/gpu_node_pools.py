@@ -30,7 +30,8 @@ description:
     labels, cordoned by its drain); nodes already done are not changed again.
   - Refuses a MIG change on a node that runs GPU pods unless O(drain_gpu_pods=true).
   - In check mode returns the full plan (per pool the nodes, old and new configuration and resources before and
-    after) and writes nothing; with C(--diff) shows the ConfigMap and label changes.
+    after) and writes nothing (the writes are sent as server-side dry runs; a label patch once per distinct patch);
+    with C(--diff) shows the ConfigMap and label changes.
 author:
   - kubegpu.platform contributors (@kubegpu)
 options:
@@ -82,15 +83,17 @@ options:
     type: bool
     default: true
   timeout:
-    description: Seconds to wait for one batch of nodes.
+    description: Seconds to wait for one batch of nodes (from O(wait_started) when set), and for the operands to mount
+      the new ConfigMaps.
     type: int
     default: 900
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.wait
 attributes:
   check_mode:
     support: full
-    description: Returns the plan and writes nothing.
+    description: Returns the plan and writes nothing (writes are server-side dry runs).
   diff_mode:
     support: full
     description: Shows ConfigMap and node label changes.
@@ -128,31 +131,58 @@ plan:
   returned: always
   type: dict
 changes:
-  description: Each object written (or that would be, in check mode) with the fields that differ, before and after.
+  description:
+    - Each object written (or that would be, in check mode) in order, with C(key) (C(kind/name), or
+      C(kind/namespace/name)), C(kind), C(namespace), C(name), the dotted C(fields) that differ and their values
+      C(before) and C(after), nested as in the object (C(before) null for a new object, C(after) null for a deleted one).
   returned: always
   type: list
   elements: dict
+diff:
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+  returned: always
+  type: dict
 rollout:
-  description: Per pool, per node changed, the final state, detail and seconds it took.
+  description: Per pool, per node changed, the final state, detail and seconds it took (from O(wait_started) when set).
   returned: when nodes changed and wait is true
+  type: dict
+ready:
+  description:
+    - Whether the wait is over. V(false) only when O(wait_round) ran out first (the nodes stay as they are, a drained
+      node cordoned); the task's C(until) calls again and the next call carries on.
+  returned: always
+  type: bool
+progress:
+  description:
+    - 'What the last wait saw (cluster/wait.py): C(summary) (one line, for example C(pool ''llm'': batch 1/2 (gpu-1,
+      gpu-2): 1/2 ready; gpu-2: nvidia.com/mig.config.state=pending (40 s))), C(target), C(expected), C(ready),
+      C(pending) and C(failed) (node to what was last seen and for how long), C(waited_s) and C(lines).'
+  returned: when the module waited
   type: dict
 """
 
 import time
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
-    Change,
     apply_configmap,
     apply_object,
-    patch_object,
+    change_report,
+    patch_metadata,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.drain import drain_node, uncordon_node
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import FAILED as WAIT_FAILED
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import (
+    READY,
+    RoundOver,
+    Target,
     WaitTimeout,
-    wait_for_nodes,
-    wait_for_operand_configs,
+    node_changes,
+    operand_configs,
+    wait_for,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import (
     RELEASED,
@@ -234,20 +264,15 @@ def reconcile_configuration(module, seen, objects):
 def patch_node(module, name, labels, annotations, current):
     """Set (value) or remove (None) labels and annotations of one node in one merge patch, only those that differ."""
     have_labels, have_notes = current["labels"], current["annotations"]
-    wanted = dict((k, v) for k, v in labels.items() if have_labels.get(k) != v)
-    notes = dict((k, v) for k, v in annotations.items() if have_notes.get(k) != v)
-    fields = sorted(["metadata.labels." + k for k in wanted] + ["metadata.annotations." + k for k in notes])
-    before = dict((k, have_labels.get(k)) for k in wanted)
-    before.update((k, have_notes.get(k)) for k in notes)
-    change = Change("Node", name, None, fields, before=before, after=dict(wanted, **notes))
-    if (wanted or notes) and not module.check_mode:
-        patch_object(module.cluster, "v1", "Node", name, {"metadata": {"labels": wanted, "annotations": notes}})
-    for key, value in wanted.items():
+    change = patch_metadata(module.cluster, "v1", "Node", name, labels, annotations, module.check_mode, have_labels,
+                            have_notes)
+    after = (change.after or {}).get("metadata") or {}
+    for key, value in (after.get("labels") or {}).items():
         if value is None:
             have_labels.pop(key, None)
         else:
             have_labels[key] = value
-    have_notes.update(notes)
+    have_notes.update(after.get("annotations") or {})
     return change
 
 
@@ -311,8 +336,8 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
             if not change["mig_step"]:
                 continue
             if node in busy and not check:
-                drain_node(module.cluster, node, busy[node], params["timeout"])
                 cordoned.append(node)
+                drain_node(module.cluster, node, busy[node], params["timeout"], **module.wait_policy())
             changes.append(patch_node(module, node, change["mig_step"], change["annotations"], current[node]))
         mig_waits = [n for n in batch if node_changes[n]["wait_mig"]]
         if mig_waits and waiting:
@@ -329,6 +354,10 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
                                      name)
     except ClusterError as err:
         failure = "{0}: {1}".format(title, err)
+    except RoundOver:
+        # The round ran out mid-change: the nodes stay cordoned (marked) until the call that finishes them.
+        cordoned = []
+        raise
     finally:
         cordoned = sorted(set(cordoned))
         if cordoned and not check:
@@ -340,29 +369,29 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
 
 
 def wait_batch(module, title, expectations, selector, rollout, pool):
-    """Wait for the nodes; record their states in rollout. Returns a failure message or None."""
+    """Wait for the nodes (the one waiter, one Node list per poll); record their states in rollout.
+
+    Returns a failure message or None; raises RoundOver when this call's round ran out first."""
+    target = Target("v1", "Node", label_selector=selector, names=sorted(expectations), title=title)
     try:
-        states, failed = wait_for_nodes(module.cluster, expectations, selector, module.params["timeout"])
+        outcome = wait_for(module.cluster, target, node_changes(expectations), module.params["timeout"], interval=1.0,
+                           raise_on_failure=False, **module.wait_policy())
     except WaitTimeout as err:
-        return "{0}: {1}".format(title, err)
+        return str(err)
+    module.progress = outcome.progress
+    if not outcome.ready:
+        raise RoundOver(outcome.progress)
+    names = {READY: "done", WAIT_FAILED: "failed"}
     rollout.setdefault(pool, {}).update(
-        (n, {"state": s[0], "detail": s[1], "seconds": round(s[2], 1)}) for n, s in states.items())
+        (n, {"state": names.get(s, s), "detail": d, "seconds": outcome.since.get(n, 0.0)})
+        for n, (s, d) in outcome.items.items())
+    failed = outcome.failed
     if not failed:
         return None
-    done = sorted(n for n, s in states.items() if n not in failed)
+    done = sorted(n for n in outcome.items if n not in failed)
     return "{0}: node {1} failed: {2}. Its device plugin config was left as it was.{3}".format(
-        title, ", ".join(failed), "; ".join(states[n][1] for n in failed),
+        title, ", ".join(failed), "; ".join(outcome.items[n][1] for n in failed),
         " Done in this batch: {0}.".format(", ".join(done)) if done else "")
-
-
-def diff_of(changes):
-    before, after = [], []
-    for c in changes:
-        if c.changed:
-            title = "{0} {1}{2}".format(c.kind, (c.namespace + "/") if c.namespace else "", c.name)
-            before.append({title: c.before})
-            after.append({title: c.after})
-    return {"before": before, "after": after}
 
 
 def plan_run(module):
@@ -398,16 +427,25 @@ def run(module):
     for warning in plan["warnings"]:
         module.warn(warning)
     changes = reconcile_configuration(module, seen, plan["objects"])
-    if not module.check_mode and any(c.changed and c.kind in ("ConfigMap", "ClusterPolicy") for c in changes):
-        try:
-            wait_for_operand_configs(module.cluster, seen["namespace"], {
-                DEVICE_PLUGIN_DAEMONSET: ("config", params["device_plugin_configmap"]),
-                MIG_MANAGER_DAEMONSET: ("mig-parted-config", params["mig_configmap"])}, params["timeout"])
-        except WaitTimeout as err:
-            module.fail_json(msg=str(err), changes=[c.as_dict() for c in changes if c.changed], plan=plan)
+    result = {"plan": plan, "rollout": {}, "ready": True}
+    if not module.check_mode and params["wait"]:
+        # Checked on every call, not only the one that wrote: a wait spread over rounds starts again here.
+        target = Target("apps/v1", "DaemonSet", namespace=seen["namespace"],
+                        title="GPU Operator operands in " + seen["namespace"])
+        result.update(change_report(changes))
+        outcome = module.wait_for(target, operand_configs({
+            DEVICE_PLUGIN_DAEMONSET: ("config", params["device_plugin_configmap"]),
+            MIG_MANAGER_DAEMONSET: ("mig-parted-config", params["mig_configmap"])}), result, interval=1.0)
+        if not outcome.ready:
+            return result
     rollout, failure = {}, None
     if params["label_nodes"]:
-        rollout, failure = roll_out(module, seen, plan, busy, changes)
+        try:
+            rollout, failure = roll_out(module, seen, plan, busy, changes)
+        except RoundOver as over:
+            result.update(change_report(changes))
+            result.update(ready=False, progress=over.progress)
+            return result
     whole_run = params["label_nodes"] and not params["limit_nodes"] and params["wait"]
     if not failure and whole_run:
         # Every node has moved to its pool's current configs: drop those no node names any more. The effective
@@ -416,10 +454,10 @@ def run(module):
             if cm["data_final"] != cm["data"]:
                 changes.append(apply_configmap(module.cluster, cm["name"], cm["namespace"], cm["data_final"],
                                                module.check_mode, field_manager=FIELD_MANAGER))
-    result = {"changed": any(c.changed for c in changes), "plan": plan, "rollout": rollout,
-              "changes": [c.as_dict() for c in changes if c.changed]}
-    if module._diff:
-        result["diff"] = diff_of(changes)
+    result.update(change_report(changes))
+    result["rollout"] = rollout
+    if getattr(module, "progress", None):
+        result["progress"] = module.progress
     if failure:
         module.fail_json(msg=failure, **result)
     return result
@@ -439,6 +477,7 @@ def main():
             "timeout": {"type": "int", "default": 900},
         },
         supports_check_mode=True,
+        waits=True,
     )
     module.run(run)
 

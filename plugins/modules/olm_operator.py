@@ -21,10 +21,13 @@ description:
     one is installed) stay unapproved and are returned in RV(pending_plans).
   - When O(csv) names a newer CSV of the channel than the installed one, upgrades one CSV at a time along the
     channel, approving exactly the plan of the next CSV and waiting for it, until O(csv) runs.
-  - Waits for the CSV to reach phase C(Succeeded), reading the Subscription, the InstallPlans and the CSV every
-    2 seconds; fails with the CSV's reason and message when it fails, and on timeout names the last phase seen and
-    the Subscription's state and conditions (such as C(ResolutionFailed)).
-  - In check mode makes only reads and returns the plan of what would be created and approved.
+  - Waits (the collection's one waiter) for the CSV to reach phase C(Succeeded), reading the Subscription, the
+    InstallPlans and the CSV every 2 seconds; fails with the CSV's reason and message when it fails, and on timeout
+    names what was expected, what was last seen and for how long, the Subscription's state and conditions (such as
+    C(ResolutionFailed)) and the InstallPlans left. With O(wait_round) the wait is spread over the rounds of the
+    task's C(until) loop, each returning its RV(progress).
+  - In check mode writes nothing (the objects that differ are sent as server-side dry runs; objects in a namespace
+    that does not exist yet cannot be) and returns the plan of what would be created and approved.
 author:
   - kubegpu.platform contributors (@kubegpu)
 options:
@@ -89,15 +92,17 @@ options:
     type: bool
     default: true
   timeout:
-    description: Seconds to wait in all.
+    description: Seconds to wait in all (from O(wait_started) when set).
     type: int
     default: 1200
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.wait
 attributes:
   check_mode:
     support: full
-    description: Makes only reads and returns the plan (objects to create or update, InstallPlans to approve).
+    description: Writes nothing (changes are server-side dry runs) and returns the plan (objects to create or update,
+      InstallPlans to approve).
   diff_mode:
     support: full
     description: Shows the fields of the Namespace, OperatorGroup and Subscription that change.
@@ -190,22 +195,40 @@ plan:
   returned: always
   type: dict
 changes:
-  description: Objects written (or that would be, in check mode), with the fields that differ, before and after.
+  description:
+    - Each object written (or that would be, in check mode) in order, with C(key) (C(kind/name), or
+      C(kind/namespace/name)), C(kind), C(namespace), C(name), the dotted C(fields) that differ and their values
+      C(before) and C(after), nested as in the object (C(before) null for a new object).
   returned: always
   type: list
   elements: dict
-progress:
-  description: What was awaited and when, in seconds since the start, one line per change seen while waiting.
+diff:
+  description: C(before) and C(after), each a mapping of object key (for example C(Subscription/nvidia-gpu-operator/gpu-operator-certified)) to the fields that differ.
   returned: always
-  type: list
-  elements: str
-  sample: ["0 s: an InstallPlan for gpu-operator-certified.v26.3.2", "2 s: CSV gpu-operator-certified.v26.3.2 phase Installing"]
+  type: dict
+ready:
+  description:
+    - Whether the wait is over. V(false) only when O(wait_round) ran out first; the task's C(until) calls again.
+  returned: always
+  type: bool
+progress:
+  description:
+    - 'What the wait saw (cluster/wait.py): C(summary) (one line), C(target), C(expected), C(ready), C(pending) and
+      C(failed) (item to what was last seen and for how long), C(waited_s) (since O(wait_started)) and C(lines) (one
+      per change seen, with its time, for example C(2 s: package gpu-operator-certified (Subscription ...): CSV
+      gpu-operator-certified.v26.3.2 phase Installing (0 s))).'
+  returned: when the module waited
+  type: dict
 """
 
-import time
-
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import apply_object, patch_object
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
+    apply_object,
+    change_report,
+    patch_object,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import FAILED as WAIT_FAILED
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import READY, WAITING, Predicate, Target
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import (
     APPROVE,
     DONE,
@@ -245,20 +268,13 @@ class Install(object):
         self.module = module
         self.cluster = module.cluster
         self.params = module.params
-        self.start = time.monotonic()
-        self.changes, self.approved, self.progress = [], [], []
+        self.changes, self.approved = [], []
+        self.waited = {"ready": True}
         self.choice = self.manifest = self.sub = self.sub_name = None
         self.plans, self.csv, self.planned_install = [], None, []
 
     def fail(self, msg):
         self.module.fail_json(msg=msg, **self.result())
-
-    def elapsed(self):
-        return time.monotonic() - self.start
-
-    def note(self, what):
-        if not self.progress or not self.progress[-1].endswith(": " + what):
-            self.progress.append("{0:.0f} s: {1}".format(self.elapsed(), what))
 
     # -- reads and checks: everything that can be refused is refused here, before any write
     def resolve(self):
@@ -328,49 +344,51 @@ class Install(object):
         target = watched_csv(self.choice, self.params["approval"], self.sub)[0]
         self.csv = self.cluster.get(OLM_V1ALPHA1, "ClusterServiceVersion", target, ns)
 
-    def converge(self):
+    def converge(self, outcome):
+        """Wait through the one waiter. Each poll reads the Subscription, its InstallPlans and the CSV, and approves
+        the next InstallPlan when one is due: on a Manual Subscription the install only moves by our approvals, so
+        approving is part of taking the next step of the wait."""
         p = self.params
-        deadline = self.start + p["timeout"]
         # Nothing written and a Subscription seen: what observe() read is current, only the CSV is missing.
-        fresh = self.sub is not None and not any(c.changed for c in self.changes)
-        while True:
-            if not fresh:
+        fresh = [self.sub is not None and not any(c.changed for c in self.changes)]
+
+        def step(cluster):
+            first_fresh = fresh.pop() if fresh else False
+            if not first_fresh:
                 self.read_progress()
             else:
                 target = watched_csv(self.choice, p["approval"], self.sub)[0]
                 self.csv = self.cluster.get(OLM_V1ALPHA1, "ClusterServiceVersion", target, p["namespace"])
-            fresh = False
             action, detail = next_step(self.choice, p["approval"], self.sub, self.plans,
                                        {self.csv["metadata"]["name"]: self.csv} if self.csv else {})
-            if action == DONE:
-                self.note("CSV {0} Succeeded".format(detail))
-                return
-            if action == FAILED:
-                self.note(detail)
-                self.fail(detail)
             if action == APPROVE:
                 plan, csv = detail
                 patch_object(self.cluster, OLM_V1ALPHA1, "InstallPlan", plan["metadata"]["name"],
                              {"spec": {"approved": True}}, p["namespace"])
                 self.approved.append({"name": plan["metadata"]["name"], "csvs": [csv]})
-                self.note("approved InstallPlan {0} for {1}".format(plan["metadata"]["name"], csv))
-                if not p["wait"]:
-                    return
-                continue
-            self.note(detail)
-            if not p["wait"] and action == WAIT:   # nothing left for the task to approve now
-                return
-            if time.monotonic() >= deadline:
-                self.fail(self.timeout_message(detail))
-            time.sleep(max(0.0, min(POLL_SECONDS, deadline - time.monotonic())))
+                return "approved", "approved InstallPlan {0} for {1}".format(plan["metadata"]["name"], csv)
+            return action, detail
 
-    def timeout_message(self, awaited):
+        def judge(observed, target):
+            action, detail = observed
+            if action == DONE:
+                return {target.title: (READY, "CSV {0} Succeeded".format(detail))}
+            if action == FAILED:
+                return {target.title: (WAIT_FAILED, detail)}
+            # With wait false the task ends once nothing is left for it to approve now.
+            done_for_now = not p["wait"] and action in ("approved", WAIT)
+            return {target.title: (READY if done_for_now else WAITING, detail)}
+
+        title = "package {0} (Subscription {1}/{2})".format(self.choice["package"], p["namespace"], self.sub_name)
+        self.module.wait_for(Target.custom(title, read=step), Predicate("CSV {0} Succeeded".format(
+            self.choice["csv"]), judge), outcome, interval=POLL_SECONDS, observe=self.hint)
+
+    def hint(self, observed):
+        """What to look at when the wait ends without the CSV: the phase last seen, the Subscription, plans left."""
         pending = pending_plans(self.plans, excluding=[a["name"] for a in self.approved])
-        return ("package {0}: timed out after {1} s waiting for {2}; last CSV phase seen: {3}; {4}; pending "
-                "InstallPlans: {5}".format(
-                    self.choice["package"], self.params["timeout"], awaited, csv_phase(self.csv) or "(no CSV yet)",
-                    describe_subscription(self.sub),
-                    ", ".join("{0} ({1})".format(x["name"], ", ".join(x["csvs"])) for x in pending) or "none"))
+        return "last CSV phase seen: {0}; {1}; pending InstallPlans: {2}".format(
+            csv_phase(self.csv) or "(no CSV yet)", describe_subscription(self.sub),
+            ", ".join("{0} ({1})".format(x["name"], ", ".join(x["csvs"])) for x in pending) or "none")
 
     def result(self):
         sub = subscription_status(self.sub)
@@ -382,7 +400,6 @@ class Install(object):
         if installed and not version:
             version = csv_version(installed)
         out = {
-            "changed": any(c.changed for c in self.changes) or bool(self.approved),
             "installed_csv": installed, "version": version or choice.get("version"),
             "csv": choice.get("csv"), "channel": choice.get("channel"), "namespace": self.params["namespace"],
             "subscription": sub, "approved_plans": self.approved,
@@ -390,12 +407,10 @@ class Install(object):
             "plan": {"objects": [{"kind": c.kind, "name": c.name, "namespace": c.namespace, "fields": c.fields}
                                  for c in self.changes if c.changed],
                      "install": self.planned_install},
-            "changes": [c.as_dict() for c in self.changes if c.changed],
-            "progress": self.progress,
         }
-        if self.module._diff:
-            out["diff"] = {"before": dict(("{0} {1}".format(c.kind, c.name), c.before) for c in self.changes if c.changed),
-                           "after": dict(("{0} {1}".format(c.kind, c.name), c.after) for c in self.changes if c.changed)}
+        out.update(change_report(self.changes))
+        out["changed"] = out["changed"] or bool(self.approved)
+        out.update(self.waited)
         return out
 
 
@@ -413,7 +428,7 @@ def run(module):
                             if not step["approved"]]
         return install.result()
     try:
-        install.converge()
+        install.converge(install.waited)
     except OlmError as e:
         install.fail(str(e))
     return install.result()
@@ -439,6 +454,7 @@ def main():
             "timeout": {"type": "int", "default": 1200},
         },
         supports_check_mode=True,
+        waits=True,
     )
     module.run(run)
 

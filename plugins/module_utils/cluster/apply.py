@@ -3,9 +3,17 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Writes: server-side apply with one field manager, label patches, each only when something differs.
 
-Every write function takes `check_mode`: then it sends nothing and returns what it would do, so a check run
-writes nothing (the audit log shows no mutating request) and shows the same plan. A second run finds nothing
-different and sends nothing.
+Check mode means one thing in every module: observe, plan, and send every write that differs as a server-side
+dry run (`dryRun=All`: the API server validates it, admission and strict field validation included, and stores
+nothing), so a check run refuses what the real run would be refused and writes nothing (the audit log shows no
+mutating request without dryRun). Every write function takes `check_mode` and then does exactly that, returning
+the Change it would make. A second run finds nothing different and sends nothing. `dry_run_apply` is the one
+place a dry run is sent; modules that validate every object before their first write call it too.
+
+Every write returns a Change; `change_report(changes)` is the one result contract of the modules: `changed`,
+`changes` (a list in write order, each `key` = kind/namespace/name or kind/name, `kind`, `namespace`, `name`,
+`fields` that differ, `before` and `after` of those fields only, nested as in the object) and `diff`
+({before: {key: ...}, after: {key: ...}}, what `--diff` shows).
 
 Each write goes through `cluster.write` with a check of its own effect: when a connection drops after the
 request was sent (or the server answers 5xx), the object is read again and the write is sent again only if
@@ -21,7 +29,14 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
     NotFoundError,
     describe_api_error,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import differences, merged, pick
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import (
+    diff_of,
+    difference_paths,
+    dotted,
+    merged,
+    object_key,
+    subset,
+)
 
 FIELD_MANAGER = "kubegpu.platform"
 
@@ -38,9 +53,19 @@ class Change(object):
     def changed(self):
         return bool(self.fields)
 
+    @property
+    def key(self):
+        return object_key(self.kind, self.name, self.namespace)
+
     def as_dict(self):
-        return {"kind": self.kind, "name": self.name, "namespace": self.namespace, "fields": self.fields,
-                "before": self.before, "after": self.after}
+        return {"key": self.key, "kind": self.kind, "name": self.name, "namespace": self.namespace,
+                "fields": self.fields, "before": self.before, "after": self.after}
+
+
+def change_report(changes):
+    """The result every module returns for its writes: {changed, changes, diff} (see the module docstring)."""
+    done = [c.as_dict() for c in changes if c is not None and c.changed]
+    return {"changed": bool(done), "changes": done, "diff": diff_of(done)}
 
 
 def _target(obj):
@@ -48,22 +73,36 @@ def _target(obj):
     return obj["kind"], meta["name"], meta.get("namespace")
 
 
-def apply_object(cluster, obj, check_mode, current=None, current_known=False, field_manager=FIELD_MANAGER):
+def planned_change(obj, current):
+    """The Change that applying `obj` over `current` (None: absent) makes, computed without a request."""
+    kind, name, namespace = _target(obj)
+    desired_part = dict((k, v) for k, v in obj.items() if k not in ("apiVersion", "kind"))
+    if current is None:
+        return Change(kind, name, namespace, ["(new object)"], before=None, after=desired_part)
+    paths = difference_paths(desired_part, current)
+    return Change(kind, name, namespace, [dotted(p) for p in paths], before=subset(current, paths),
+                  after=subset(merged(current, desired_part), paths))
+
+
+def apply_object(cluster, obj, check_mode, current=None, current_known=False, field_manager=FIELD_MANAGER,
+                 validate=True):
     """Server-side apply `obj` (the fields we own) if the live object differs. Returns a Change.
 
     Pass `current` (with current_known=True) when a list call already fetched it, to save a GET. Stages that
     own different fields of one object (the ClusterPolicy) use different field managers: an apply under one
-    manager removes the fields that manager applied before and no longer sends.
+    manager removes the fields that manager applied before and no longer sends. In check mode a changed object
+    is sent as a dry run (validate=False: only computed, for a module that validates in a step of its own).
     """
     kind, name, namespace = _target(obj)
     if not current_known:
         current = cluster.get(obj["apiVersion"], kind, name, namespace)
     desired_part = dict((k, v) for k, v in obj.items() if k not in ("apiVersion", "kind"))
-    fields = differences(desired_part, current) if current is not None else ["(new object)"]
-    change = Change(kind, name, namespace, fields,
-                    before=pick(current, desired_part) if current is not None else None,
-                    after=merged(pick(current, desired_part) if current else {}, desired_part))
-    if not change.changed or check_mode:
+    change = planned_change(obj, current)
+    if not change.changed:
+        return change
+    if check_mode:
+        if validate:
+            dry_run_apply(cluster, obj, field_manager)
         return change
     resource = cluster.resource(obj["apiVersion"], kind)
     if resource is None:
@@ -86,18 +125,55 @@ def _title(name, namespace):
 def _in_place(cluster, api_version, kind, name, namespace, desired):
     """Whether the live object already has every field of `desired` (None: the field is absent)."""
     live = cluster.get(api_version, kind, name, namespace)
-    return live is not None and not differences(desired, live)
+    return live is not None and not difference_paths(desired, live)
 
 
 def patch_labels(cluster, api_version, kind, name, labels, check_mode, current_labels, namespace=None):
     """Set (value) or remove (None) labels on one object with a merge patch, only those that differ."""
+    return patch_metadata(cluster, api_version, kind, name, labels, {}, check_mode, current_labels, {}, namespace)
+
+
+def patch_metadata(cluster, api_version, kind, name, labels, annotations, check_mode, current_labels,
+                   current_annotations, namespace=None):
+    """Set (value) or remove (None) labels and annotations of one object in one merge patch, only those that differ.
+
+    In check mode the patch is sent as a dry run once per distinct patch and kind in a run: the server's answer
+    (RBAC, label syntax) depends on the patch, not on which of a thousand nodes gets it.
+    """
     wanted = dict((k, v) for k, v in labels.items() if (current_labels or {}).get(k) != v)
-    change = Change(kind, name, namespace, sorted("metadata.labels." + k for k in wanted),
-                    before=dict((k, (current_labels or {}).get(k)) for k in wanted), after=wanted)
-    if not wanted or check_mode:
+    notes = dict((k, v) for k, v in (annotations or {}).items() if (current_annotations or {}).get(k) != v)
+    before, after = {}, {}
+    if wanted:
+        before["labels"] = dict((k, (current_labels or {}).get(k)) for k in wanted)
+        after["labels"] = wanted
+    if notes:
+        before["annotations"] = dict((k, (current_annotations or {}).get(k)) for k in notes)
+        after["annotations"] = notes
+    change = Change(kind, name, namespace, sorted(["metadata.labels." + k for k in wanted] +
+                                                  ["metadata.annotations." + k for k in notes]),
+                    before={"metadata": before} if before else None, after={"metadata": after} if after else None)
+    if not change.changed:
         return change
-    patch_object(cluster, api_version, kind, name, {"metadata": {"labels": wanted}}, namespace)
+    patch = {"metadata": after}
+    if check_mode:
+        seen = cluster.__dict__.setdefault("_dry_run_patches", set())
+        fingerprint = (api_version, kind, namespace, repr(sorted(wanted.items())), repr(sorted(notes.items())))
+        if fingerprint not in seen:
+            seen.add(fingerprint)
+            dry_run_patch(cluster, api_version, kind, name, patch, namespace)
+        return change
+    patch_object(cluster, api_version, kind, name, patch, namespace)
     return change
+
+
+def dry_run_patch(cluster, api_version, kind, name, patch, namespace=None):
+    """A merge patch sent as a dry run (nothing stored); raises ClusterError with the server's reason."""
+    resource = cluster.resource(api_version, kind)
+    try:
+        cluster.dynamic.patch(resource, body=patch, name=name, namespace=namespace,
+                              content_type="application/merge-patch+json", dry_run="All")
+    except DynamicApiError as e:
+        raise ClusterError(_refused("patch", kind, _title(name, namespace), api_version, e))
 
 
 def patch_object(cluster, api_version, kind, name, patch, namespace=None):
@@ -122,11 +198,15 @@ def apply_configmap(cluster, name, namespace, data, check_mode, current=None, cu
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
     if current is not None and have == data:
         return Change("ConfigMap", name, namespace)
-    fields = sorted("data." + k for k in set(have) | set(data) if have.get(k) != data.get(k)) if current else \
-        ["(new object)"]
-    change = Change("ConfigMap", name, namespace, fields, before={"data": have} if current else None,
-                    after={"data": data})
-    if not check_mode:
+    keys = sorted(k for k in set(have) | set(data) if have.get(k) != data.get(k))
+    fields = ["data." + k for k in keys] if current else ["(new object)"]
+    change = Change("ConfigMap", name, namespace, fields,
+                    before={"data": dict((k, have.get(k)) for k in keys)} if current else None,
+                    after={"data": dict((k, data.get(k)) for k in keys)} if current else
+                    {"metadata": body["metadata"], "data": data})
+    if check_mode:
+        dry_run_apply(cluster, body, field_manager)
+    else:
         resource = cluster.resource("v1", "ConfigMap")
         try:
             cluster.write("apply ConfigMap {0}/{1}".format(namespace, name),
@@ -143,14 +223,15 @@ def _configmap_holds(cluster, name, namespace, data):
     return live is not None and (live.get("data") or {}) == data
 
 
-def update_object(cluster, api_version, kind, name, mutate, namespace=None, field_manager=None):
+def update_object(cluster, api_version, kind, name, mutate, namespace=None, field_manager=None, check_mode=False):
     """Read-modify-write: `mutate(obj)` changes a copy of the live object in place and returns whether it did.
 
     The update carries the resourceVersion it read; on 409 (someone wrote in between) the object is read
     again and `mutate` applied to the new version, within the retry budget. A try that may have reached the
     server is never sent blindly again: the next try re-reads, and stops when `mutate` finds nothing to do.
     Returns whether an update was sent. For fields shared with other writers, where apply would take them over.
-    field_manager names the writer in managedFields (the client library's default otherwise).
+    field_manager names the writer in managedFields (the client library's default otherwise). In check mode the
+    update is sent once as a dry run.
     """
     resource = cluster.resource(api_version, kind)
     if resource is None:
@@ -164,9 +245,17 @@ def update_object(cluster, api_version, kind, name, mutate, namespace=None, fiel
         if not mutate(live):
             return
         extra = {"field_manager": field_manager} if field_manager else {}
+        if check_mode:
+            extra["dry_run"] = "All"
         cluster.dynamic.replace(resource, body=live, name=name, namespace=namespace, **extra)
         sent.append(True)
 
+    if check_mode:
+        try:
+            attempt()
+        except DynamicApiError as e:
+            raise ClusterError(_refused("update", kind, _title(name, namespace), api_version, e))
+        return bool(sent)
     try:
         cluster.retrier.call("update {0} {1}".format(kind, _title(name, namespace)), attempt, resend=True,
                              retry_conflicts=True)
@@ -212,21 +301,40 @@ def create_object(cluster, obj, field_manager=FIELD_MANAGER):
         raise ClusterError(describe_api_error("create {0} {1}".format(kind, title), e))
 
 
+def _refused(verb, kind, title, api_version, e):
+    if getattr(e, "status", None) in (401, 403):
+        return describe_api_error("dry-run {0} {1} {2}".format(verb, kind, title), e)
+    summary = getattr(e, "summary", None)
+    return ("{0} {1}: the API server refused it in a dry run (HTTP {2}), so nothing was written: {3} Check the field "
+            "names and values against the {0} schema ({4}).".format(kind, title, getattr(e, "status", None),
+                                                                     summary() if callable(summary) else e,
+                                                                     api_version))
+
+
 def dry_run_apply(cluster, obj, field_manager=FIELD_MANAGER):
     """Ask the API server to validate `obj` with a server-side apply dry run (nothing is stored).
 
-    Raises ClusterError with the server's own message, so a field it refuses (a CEL expression that does not
-    compile, a value out of range) is reported before anything is written.
+    Strict field validation: a misspelt field is refused rather than silently dropped. Raises ClusterError with
+    the server's own message, so a field it refuses (a CEL expression that does not compile, a value out of
+    range) is reported before anything is written. Returns False, sending nothing that fails, when the object's
+    namespace does not exist yet (a run that creates it validates its objects when it writes them).
     """
     kind, name, namespace = _target(obj)
     resource = cluster.resource(obj["apiVersion"], kind)
     if resource is None:
-        raise ClusterError("{0} {1}: the API server does not serve {2}".format(kind, name, obj["apiVersion"]))
+        raise ClusterError("{0} {1}: the API server does not serve {2} (is its operator installed?)".format(
+            kind, name, obj["apiVersion"]))
     try:
         cluster.dynamic.server_side_apply(resource, body=obj, name=name, namespace=namespace,
-                                          field_manager=field_manager, force_conflicts=True, dry_run="All")
+                                          field_manager=field_manager, force_conflicts=True, dry_run="All",
+                                          query_params=[("fieldValidation", "Strict")])
+    except NotFoundError:
+        if namespace:
+            return False
+        raise
     except DynamicApiError as e:
-        raise ClusterError(describe_api_error("validate {0} {1}".format(kind, name), e))
+        raise ClusterError(_refused("apply", kind, _title(name, namespace), obj["apiVersion"], e))
+    return True
 
 
 def delete_object(cluster, obj, check_mode):
@@ -234,10 +342,9 @@ def delete_object(cluster, obj, check_mode):
     kind, name, namespace = _target(obj)
     before = dict((k, obj.get(k)) for k in ("metadata", "spec") if k in obj)
     change = Change(kind, name, namespace, ["(deleted)"], before=before, after=None)
-    if check_mode:
-        return change
     try:
-        cluster.resource(obj["apiVersion"], kind).delete(name=name, namespace=namespace)
+        cluster.resource(obj["apiVersion"], kind).delete(name=name, namespace=namespace,
+                                                         **({"dry_run": "All"} if check_mode else {}))
     except NotFoundError:
         pass
     except DynamicApiError as e:

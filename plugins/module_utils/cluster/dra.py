@@ -8,7 +8,12 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import (
+    Target,
+    api_served,
+    resource_slices,
+    wait_for,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import GROUP
 
 OPENSHIFT_CONFIG = "config.openshift.io/v1"
@@ -30,36 +35,37 @@ def platform_facts(cluster):
     return facts
 
 
-def wait_until_served(cluster, timeout, interval=2.0, clock=time.monotonic, sleep=time.sleep):
-    """Poll discovery until resource.k8s.io is served; return the served versions. Raises WaitTimeout."""
-    start = clock()
-    while True:
-        served = cluster.served_versions(GROUP)
-        if served:
-            return served
-        if clock() - start > timeout:
-            raise WaitTimeout("%s was still not served after %.0f s; the control plane rolls out a new feature set "
-                              "node by node: check the kube-apiserver ClusterOperator" % (GROUP, timeout), {})
-        sleep(interval)
+def served_target():
+    """The wait target of resource.k8s.io: discovery of the group, judged by api_served(GROUP)."""
+    return Target.custom(GROUP, read=lambda c: c.served_versions(GROUP))
 
 
-def wait_for_slices(cluster, api_version, nodes, timeout, interval=1.0, clock=time.monotonic, sleep=time.sleep):
+def wait_until_served(cluster, timeout, interval=2.0, clock=time.time, sleep=time.sleep, budget=None, started=None):
+    """Poll discovery until resource.k8s.io is served; return the Outcome (observed: the served versions).
+
+    Raises WaitTimeout; the control plane rolls a new feature set out node by node (kube-apiserver
+    ClusterOperator)."""
+    return wait_for(cluster, served_target(), api_served(GROUP), timeout, interval=interval, budget=budget, started=started,
+                    clock=clock, sleep=sleep)
+
+
+def wait_for_slices(cluster, api_version, nodes, timeout, interval=1.0, clock=time.time, sleep=time.sleep,
+                    budget=None, started=None):
     """Wait until each node publishes a ResourceSlice of the NVIDIA driver (one list per poll).
 
-    Returns {node: number of devices}. Raises WaitTimeout naming the nodes still without one.
+    Returns the Outcome (`devices(outcome)` counts devices per node). Raises WaitTimeout naming the nodes still
+    without one: is the DRA driver's kubelet plugin running there (DaemonSet in the driver's namespace)?
     """
-    start = clock()
-    while True:
-        devices = {}
-        for item in cluster.list(api_version, "ResourceSlice"):
-            spec = item.get("spec") or {}
-            if spec.get("driver") == "gpu.nvidia.com" and spec.get("nodeName") in nodes:
-                devices[spec["nodeName"]] = devices.get(spec["nodeName"], 0) + len(spec.get("devices") or [])
-        missing = sorted(set(nodes) - set(devices))
-        if not missing:
-            return devices
-        if clock() - start > timeout:
-            raise WaitTimeout("no ResourceSlice of gpu.nvidia.com after %.0f s on node%s %s: is the DRA driver's "
-                              "kubelet plugin running there (DaemonSet in the driver's namespace)?"
-                              % (timeout, "s" if len(missing) > 1 else "", ", ".join(missing)), {})
-        sleep(interval)
+    target = Target(api_version, "ResourceSlice", names=sorted(nodes), title="ResourceSlices")
+    return wait_for(cluster, target, resource_slices(nodes), timeout, interval=interval, budget=budget,
+                    started=started, clock=clock, sleep=sleep)
+
+
+def devices(outcome):
+    """{node: number of devices} from a ResourceSlice wait's last read."""
+    out = {}
+    for item in outcome.observed or []:
+        spec = item.get("spec") or {}
+        if spec.get("driver") == "gpu.nvidia.com" and (spec.get("nodeName") in outcome.items):
+            out[spec["nodeName"]] = out.get(spec["nodeName"], 0) + len(spec.get("devices") or [])
+    return out

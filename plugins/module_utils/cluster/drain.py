@@ -11,14 +11,21 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import time
-
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import patch_object
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import (
     ClusterError,
     DynamicApiError,
     NotFoundError,
     describe_api_error,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import (
+    READY,
+    WAITING,
+    Predicate,
+    RoundOver,
+    Target,
+    WaitTimeout,
+    wait_for,
 )
 
 
@@ -27,9 +34,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
 DRAINED_ANNOTATION = "kubegpu.io/drained-for-mig-change"
 
 
-def drain_node(cluster, node, pods, timeout, interval=1.0):
+def drain_node(cluster, node, pods, timeout, interval=1.0, budget=None, started=None):
     """Cordon `node` (marked as ours) and evict `pods` ("namespace/name"); wait until they are gone or raise
-    ClusterError. The caller uncordons, whatever happens."""
+    ClusterError. The caller uncordons, whatever happens, except when the round (budget) ran out: then RoundOver
+    is raised, the node stays cordoned (marked) and the next call carries on."""
     cordon = {"metadata": {"annotations": {DRAINED_ANNOTATION: "true"}}, "spec": {"unschedulable": True}}
     patch_object(cluster, "v1", "Node", node, cordon)
     for ref in pods:
@@ -42,15 +50,20 @@ def drain_node(cluster, node, pods, timeout, interval=1.0):
             continue
         except DynamicApiError as e:
             raise ClusterError(describe_api_error("evict pod {0} from node {1}".format(ref, node), e))
-    deadline = time.monotonic() + timeout
-    while True:
-        left = [ref for ref in pods if cluster.get("v1", "Pod", ref.split("/", 1)[1], ref.split("/", 1)[0])]
-        if not left:
-            return
-        if time.monotonic() > deadline:
-            raise ClusterError("node {0}: GPU pods still running {1:.0f} s after eviction: {2}; its MIG "
-                               "configuration was left unchanged".format(node, timeout, ", ".join(left)))
-        time.sleep(interval)
+    def read(c):
+        return [ref for ref in pods if c.get("v1", "Pod", ref.split("/", 1)[1], ref.split("/", 1)[0])]
+
+    def judge(left, target):
+        return dict((ref, (WAITING, "still running") if ref in left else (READY, "gone")) for ref in pods)
+
+    target = Target.custom("node {0}: GPU pods evicted".format(node), read=read, names=pods)
+    try:
+        outcome = wait_for(cluster, target, Predicate("the evicted GPU pods gone", judge), timeout, interval=interval,
+                           budget=budget, started=started)
+    except WaitTimeout as e:
+        raise ClusterError("{0}; its MIG configuration was left unchanged".format(e))
+    if not outcome.ready:
+        raise RoundOver(outcome.progress)
 
 
 def uncordon_node(cluster, node):

@@ -9,6 +9,8 @@ __metaclass__ = type
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+import time
+
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import (
     CLIENT_IMPORT_ERROR,
     HAS_CLIENT,
@@ -19,6 +21,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
     retrier_from_env,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.retry import FAULTS
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitError, wait_for
 
 try:
     from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
@@ -26,13 +29,26 @@ except ImportError:  # kubernetes.core missing: reported below with install advi
     AUTH_ARG_SPEC = {}
 
 
-class KubegpuModule(AnsibleModule):
-    """AnsibleModule with the cluster auth options merged in and `cluster` connected on first use."""
+WAIT_ARG_SPEC = {
+    "wait_round": {"type": "int", "default": 0},
+    "wait_started": {"type": "float"},
+}
 
-    def __init__(self, argument_spec=None, needs_cluster=True, **kwargs):
+
+class KubegpuModule(AnsibleModule):
+    """AnsibleModule with the cluster auth options merged in and `cluster` connected on first use.
+
+    waits=True adds the waiting options (doc fragment kubegpu.platform.wait: wait_round, wait_started) and
+    `wait_for`, which runs every wait of the module through the one waiter with the module's timeout and round.
+    """
+
+    def __init__(self, argument_spec=None, needs_cluster=True, waits=False, **kwargs):
         spec = dict(argument_spec or {})
         if needs_cluster:
             spec.update(AUTH_ARG_SPEC)
+        if waits:
+            spec.update(WAIT_ARG_SPEC)
+        self._call_start = time.time()
         super(KubegpuModule, self).__init__(argument_spec=spec, **kwargs)
         self._cluster = None
         if needs_cluster and (not HAS_CLIENT or not AUTH_ARG_SPEC):
@@ -72,3 +88,33 @@ class KubegpuModule(AnsibleModule):
         except ClusterError as e:
             self.fail_json(msg=str(e))
         self.exit_json(**result)
+
+    def wait_policy(self):
+        """{budget, started} for wait_for: what is left of this call's round, and when the whole wait began."""
+        p = self.params
+        budget = None
+        if p.get("wait_round"):
+            budget = max(0.001, p["wait_round"] - (time.time() - self._call_start))
+        return {"budget": budget, "started": p.get("wait_started")}
+
+    def wait_for(self, target, predicate, result, interval=2.0, timeout=None, raise_on_failure=True, observe=None):
+        """Wait through the one waiter (cluster/wait.py) with this call's round and the whole wait's start.
+
+        Sets result["ready"] (False only when the round ran out before the wait ended: the task's `until` calls
+        again) and result["progress"]; on a timeout or a failed state fails the module with the waiter's message,
+        the progress and `result`. Several waits in one call share the round. Returns the Outcome.
+        observe(last read) is called at the end in every case, to put what was read into `result`; on an error
+        what it returns (a hint: what to check) is added to the message.
+        """
+        try:
+            outcome = wait_for(self.cluster, target, predicate,
+                               timeout if timeout is not None else self.params["timeout"], interval=interval,
+                               raise_on_failure=raise_on_failure, **self.wait_policy())
+        except WaitError as e:
+            result.update(ready=False, progress=e.progress)
+            hint = observe(e.observed) if observe else None
+            self.fail_json(msg=str(e) + (". " + hint if hint else ""), **result)
+        result.update(ready=outcome.ready, progress=outcome.progress)
+        if observe:
+            observe(outcome.observed)
+        return outcome

@@ -1,48 +1,265 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubegpu.platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Waits that read many nodes with one list call per poll, so waiting costs requests per second, not per node."""
+"""The one waiter: every wait of the collection is a target, a predicate and one timeout/poll policy.
+
+The API (stable: modules and the serving stage build on it)::
+
+    target = Target("nvidia.com/v1", "ClusterPolicy", name="cluster-policy")          # one object
+    target = Target("v1", "Node", label_selector="pool=a", names=["gpu-1", "gpu-2"])   # a list, one call a poll
+    target = Target.custom("resource.k8s.io", read=lambda cluster: ...)                # anything else (discovery)
+
+    outcome = wait_for(cluster, target, state_ready(), timeout=1200,
+                       interval=2.0,      # seconds between polls
+                       budget=None,       # seconds this call may wait; then it returns outcome.ready False
+                       started=None)      # epoch seconds the whole wait began (a wait spread over several calls)
+
+    outcome.ready      True: every item is ready (or, with raise_on_failure=False, ready or failed)
+    outcome.observed   what the target read last (an object, None, or a list)
+    outcome.items      {name: (READY | WAITING | FAILED, detail)} of the last poll
+    outcome.failed     names of failed items (only with raise_on_failure=False; otherwise WaitFailed is raised)
+    outcome.progress   {summary, target, expected, ready, pending, failed, waited_s, lines}: what the task returns
+
+Predicates judge what the target read. Per kind (use these, or `each(fn, expected)` for a new one):
+`state_ready` (ClusterPolicy, NVIDIADriver: status.state == ready), `csv_succeeded` (CSV phase Succeeded; Failed
+stops the wait with the CSV's reason), `condition(type, status)` (e.g. Ready True, Available True; the failing
+condition's reason and message are in the detail), `field_equals(path, value)` (e.g. "scaled to zero":
+status.replicas 0), `node_changes(changes)` (MIG state and allocatable per node), `operand_configs(wanted)`
+(operand DaemonSets mounting their ConfigMaps), `resource_slices(nodes)` (each node publishes a ResourceSlice),
+`api_served(group)` (discovery).
+
+Errors: WaitTimeout and WaitFailed (both WaitError) name the target, what was expected, what was last seen and
+for how long, and how long the wait ran: `ClusterPolicy/cluster-policy: not ready after 1200 s (expected
+status.state == ready); last seen: cluster-policy: state notReady: Ready=False (reason OperandsNotReady) ... for
+40 s`. `err.progress` is the same progress as a successful round.
+
+Progress users see (docs/architecture.md, "Waits"): Ansible modules cannot print while they run, so a role calls
+a waiting module as a task with `until: <result>.ready` / `retries:` / `delay:` and a short O(wait_round): each
+call waits at most that long and returns `ready: false` with `progress`; Ansible prints a RETRYING line per round
+(live in AWX, with the round's result and its progress at -vv and in the AWX event). `wait_started` carries the
+start of the whole wait from round to round, so O(timeout) bounds the whole wait and its error says how long it
+ran. Each poll whose state changed is also appended to the file named by KUBEGPU_PROGRESS_LOG, when set, for
+`tail -f`.
+"""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import time
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import DONE, FAILED, node_progress
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import DONE, FAILED as NODE_FAILED
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import node_progress
+
+READY, WAITING, FAILED = "ready", "waiting", "failed"
+PROGRESS_LOG_ENV = "KUBEGPU_PROGRESS_LOG"
 
 
-class WaitTimeout(Exception):
-    """The wait ran out of time; `states` holds each node's last (state, detail)."""
+# -- errors -------------------------------------------------------------------------------------------------------
+class WaitError(Exception):
+    """A wait that ended without its target ready: `progress` is the last round's progress (items, lines),
+    `states` {item: (state, detail)} and `observed` what the target read last."""
 
-    def __init__(self, message, states):
-        super(WaitTimeout, self).__init__(message)
-        self.states = states
+    def __init__(self, message, progress=None, states=None, observed=None):
+        super(WaitError, self).__init__(message)
+        self.progress = progress or {}
+        self.states = states or {}
+        self.observed = observed
 
 
-def wait_for_nodes(cluster, changes, label_selector, timeout, interval=1.0, clock=time.monotonic, sleep=time.sleep):
-    """Poll nodes (one list per poll) until every node of `changes` is done or failed.
+class WaitTimeout(WaitError):
+    """The whole wait (from `started`) ran past its timeout."""
 
-    A node that failed does not end the wait for the others: they are midway through their change, and
-    the caller must not leave them (or their cordon) behind. Returns ({node: (state, detail, seconds)},
-    [failed nodes, sorted]). Raises WaitTimeout after `timeout`, naming each node not done and why.
+
+class WaitFailed(WaitError):
+    """A predicate saw a state that will not become ready by waiting (a failed CSV, an ignored ClusterPolicy)."""
+
+
+class RoundOver(Exception):
+    """Raised by a caller deep in a module's flow when a wait's round ran out (Outcome.ready False): the module
+    returns ready False with `progress` and is called again. Not an error."""
+
+    def __init__(self, progress):
+        super(RoundOver, self).__init__(progress.get("summary", "round over"))
+        self.progress = progress
+
+
+# -- targets ------------------------------------------------------------------------------------------------------
+class Target(object):
+    """What a wait reads each poll: one object (name), or a list (namespace, label_selector), or a custom read.
+
+    `names` (for a list) are the items that must each be judged: one absent from the list is judged as None.
     """
-    start = clock()
-    finished = {}
-    while True:
-        nodes = dict((n["metadata"]["name"], n) for n in cluster.list("v1", "Node", label_selector=label_selector))
-        states = {}
+
+    def __init__(self, api_version, kind, name=None, namespace=None, label_selector=None, names=None, title=None,
+                 read=None):
+        self.api_version, self.kind, self.name, self.namespace = api_version, kind, name, namespace
+        self.label_selector = label_selector
+        self.names = list(names) if names is not None else None
+        self._read = read
+        self.title = title or self._title()
+
+    @classmethod
+    def custom(cls, title, read, names=None):
+        """A target read by `read(cluster)` (discovery, several kinds); judged like a single object."""
+        return cls(None, None, title=title, read=read, names=names)
+
+    def _title(self):
+        if self.name:
+            return "/".join(x for x in (self.kind, self.namespace, self.name) if x)
+        where = []
+        if self.namespace:
+            where.append("in " + self.namespace)
+        if self.label_selector:
+            where.append(self.label_selector)
+        return "{0}s{1}".format(self.kind, " (" + ", ".join(where) + ")" if where else "")
+
+    @property
+    def single(self):
+        """Judged as one item (named by the target): a named object, or a custom read without `names`."""
+        return bool(self.name) or (self._read is not None and self.names is None)
+
+    def read(self, cluster):
+        if self._read is not None:
+            return self._read(cluster)
+        if self.name:
+            return cluster.get(self.api_version, self.kind, self.name, self.namespace)
+        kwargs = {}
+        if self.namespace:
+            kwargs["namespace"] = self.namespace
+        if self.label_selector:
+            kwargs["label_selector"] = self.label_selector
+        return cluster.list(self.api_version, self.kind, **kwargs)
+
+
+# -- predicates ---------------------------------------------------------------------------------------------------
+class Predicate(object):
+    """`expected` says in words what the wait waits for; judge(observed, target) returns {name: (state, detail)}.
+
+    fail_fast: a FAILED item ends the wait at once (a CSV); otherwise the wait goes on until nothing is WAITING
+    (the other nodes of a batch are midway through their change and must not be left behind).
+    """
+
+    def __init__(self, expected, judge, fail_fast=True):
+        self.expected, self._judge, self.fail_fast = expected, judge, fail_fast
+
+    def judge(self, observed, target):
+        return self._judge(observed, target)
+
+
+def _name_of(obj):
+    return ((obj or {}).get("metadata") or {}).get("name")
+
+
+def each(fn, expected, fail_fast=True, missing=(WAITING, "not found")):
+    """A predicate judging each object with fn(obj) -> (state, detail); an absent object is `missing`."""
+    def judge(observed, target):
+        if target.single:
+            name = target.name or target.title
+            return {name: fn(observed) if observed is not None else missing}
+        by_name = dict((_name_of(o), o) for o in observed or [])
+        names = target.names if target.names is not None else sorted(by_name)
+        return dict((n, fn(by_name[n]) if n in by_name else missing) for n in names)
+    return Predicate(expected, judge, fail_fast)
+
+
+def conditions_of(obj):
+    return [dict((k, c.get(k)) for k in ("type", "status", "reason", "message"))
+            for c in ((obj or {}).get("status") or {}).get("conditions") or []]
+
+
+def describe_conditions(conditions):
+    return "; ".join("{0}={1} (reason {2}): {3}".format(c.get("type"), c.get("status"), c.get("reason") or "-",
+                                                         c.get("message") or "-") for c in conditions) or "no conditions"
+
+
+def _stale(obj):
+    """Whether a condition still describes an older generation than the object's (status from before a change)."""
+    generation = ((obj or {}).get("metadata") or {}).get("generation")
+    return generation is not None and any(
+        c.get("observedGeneration") is not None and c["observedGeneration"] < generation
+        for c in ((obj or {}).get("status") or {}).get("conditions") or [])
+
+
+def state_ready():
+    """ClusterPolicy / NVIDIADriver: status.state == ready (conditions of the current generation); `ignored` fails."""
+    def fn(obj):
+        state = ((obj.get("status") or {}).get("state"))
+        conditions = describe_conditions(conditions_of(obj))
+        if state == "ready" and not _stale(obj):
+            return READY, "ready"
+        if state == "ignored":
+            return FAILED, ("ignored by the GPU Operator: another {0} is the one it reconciles ({1})".format(
+                obj.get("kind") or "object", conditions))
+        if not state:
+            return WAITING, "no status yet"
+        return WAITING, "state {0}{1}: {2}".format(state, " (status of an older generation)" if _stale(obj) else "",
+                                                   conditions)
+    return each(fn, "status.state == ready")
+
+
+CSV_FAILED_PHASES = ("Failed",)
+
+
+def csv_succeeded():
+    """ClusterServiceVersion: status.phase == Succeeded; a Failed phase stops the wait with the CSV's reason."""
+    def fn(obj):
+        status = obj.get("status") or {}
+        phase = status.get("phase")
+        if phase == "Succeeded":
+            return READY, "phase Succeeded"
+        detail = "phase {0}".format(phase or "(none yet)")
+        if status.get("reason") or status.get("message"):
+            detail += " (reason {0}): {1}".format(status.get("reason") or "-", status.get("message") or "-")
+        return (FAILED if phase in CSV_FAILED_PHASES else WAITING), detail
+    return each(fn, "status.phase == Succeeded")
+
+
+def condition(type_, status="True", failed_reasons=()):
+    """A condition `type_` with `status` (Ready True, Available True); the failing condition's reason and message
+    are the detail. A reason in failed_reasons stops the wait."""
+    def fn(obj):
+        for c in conditions_of(obj):
+            if c["type"] == type_:
+                if c["status"] == status and not _stale(obj):
+                    return READY, "{0}={1}".format(type_, status)
+                detail = "{0}={1} (reason {2}): {3}".format(type_, c["status"], c["reason"] or "-", c["message"] or "-")
+                return (FAILED if c["reason"] in failed_reasons else WAITING), detail
+        return WAITING, "no {0} condition yet".format(type_)
+    return each(fn, "condition {0}={1}".format(type_, status))
+
+
+def get_field(obj, path, default=None):
+    for key in path.split("."):
+        if not isinstance(obj, dict) or key not in obj:
+            return default
+        obj = obj[key]
+    return obj
+
+
+def field_equals(path, value, absent=None):
+    """A field (dotted path) equals `value`; an absent field counts as `absent` (status.replicas is omitted at 0)."""
+    def fn(obj):
+        have = get_field(obj, path, absent)
+        return (READY if have == value else WAITING), "{0} {1}".format(path, have)
+    return each(fn, "{0} == {1}".format(path, value))
+
+
+def node_changes(changes):
+    """Nodes (a list target) each reach their planned change: MIG state success and allocatable as planned.
+
+    A failed node does not end the wait for the others of its batch; a node that is gone has failed."""
+    def judge(observed, target):
+        nodes = dict((_name_of(n), n) for n in observed or [])
+        out = {}
         for name, change in changes.items():
-            node = nodes.get(name)
-            state, detail = node_progress(node, change) if node else (FAILED, "node is gone")
-            if state in (DONE, FAILED) and name not in finished:
-                finished[name] = clock() - start
-            states[name] = (state, detail, finished.get(name, clock() - start))
-        if all(s[0] in (DONE, FAILED) for s in states.values()):
-            return states, sorted(n for n, s in states.items() if s[0] == FAILED)
-        if clock() - start > timeout:
-            pending = ["{0} ({1})".format(n, s[1]) for n, s in sorted(states.items()) if s[0] != DONE]
-            raise WaitTimeout("timed out after {0:.0f} s; not done: {1}".format(timeout, "; ".join(pending)), states)
-        sleep(interval)
+            if name not in nodes:
+                out[name] = (FAILED, "node is gone")
+                continue
+            state, detail = node_progress(nodes[name], change)
+            out[name] = ({DONE: READY, NODE_FAILED: FAILED}.get(state, WAITING), detail)
+        return out
+    return Predicate("MIG state success and allocatable as planned", judge, fail_fast=False)
 
 
 def mounted_configmap(daemonset, volume):
@@ -53,22 +270,174 @@ def mounted_configmap(daemonset, volume):
     return None
 
 
-def wait_for_operand_configs(cluster, namespace, wanted, timeout, interval=1.0, clock=time.monotonic, sleep=time.sleep):
-    """Wait until each operand DaemonSet {name: (volume, configmap)} mounts its ConfigMap.
+def operand_configs(wanted):
+    """DaemonSets (a list target in the operator's namespace) {name: (volume, configmap)} mount their ConfigMaps;
+    a DaemonSet that does not exist (no node runs that operand) is ready."""
+    def judge(observed, target):
+        by_name = dict((_name_of(d), d) for d in observed or [])
+        out = {}
+        for name, (volume, configmap) in sorted(wanted.items()):
+            mounted = mounted_configmap(by_name.get(name), volume)
+            out[name] = (READY, "not deployed") if name not in by_name else (
+                (READY if mounted == configmap else WAITING), "mounts {0}{1}".format(
+                    mounted, "" if mounted == configmap else ", not " + configmap))
+        return out
+    return Predicate("the operand DaemonSets mount the new ConfigMaps", judge)
 
-    The operator rewrites its DaemonSets after a ClusterPolicy change; a node label set before that meets
-    the old pods and the old configs. DaemonSets that do not exist (no node runs that operand) are skipped.
+
+def resource_slices(nodes, driver="gpu.nvidia.com"):
+    """Each node publishes a ResourceSlice of `driver` (a ResourceSlice list target); the detail counts devices."""
+    def judge(observed, target):
+        devices = {}
+        for item in observed or []:
+            spec = item.get("spec") or {}
+            if spec.get("driver") == driver and spec.get("nodeName") in nodes:
+                devices[spec["nodeName"]] = devices.get(spec["nodeName"], 0) + len(spec.get("devices") or [])
+        return dict((n, (READY, "{0} devices".format(devices[n])) if n in devices else
+                     (WAITING, "no ResourceSlice of {0}".format(driver))) for n in nodes)
+    return Predicate("a ResourceSlice of {0} per node".format(driver), judge)
+
+
+def api_served(group):
+    """A custom target reading `cluster.served_versions(group)`: ready once any version is served."""
+    def judge(observed, target):
+        return {group: (READY, "served as " + ", ".join(observed)) if observed else (WAITING, "not served")}
+    return Predicate("{0} served by the API server".format(group), judge)
+
+
+# -- the waiter ---------------------------------------------------------------------------------------------------
+class Outcome(object):
+    """`since`: {item: seconds from the start of the wait to when it reached its last state}."""
+
+    def __init__(self, ready, observed, items, progress, since=None):
+        self.ready, self.observed, self.items, self.progress = ready, observed, items, progress
+        self.since = since or {}
+
+    @property
+    def failed(self):
+        return sorted(n for n, (s, _d) in self.items.items() if s == FAILED)
+
+
+def _log(line):
+    path = os.environ.get(PROGRESS_LOG_ENV)
+    if not path:
+        return
+    try:
+        with open(path, "a") as f:
+            f.write(time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime()) + line + "\n")
+    except (IOError, OSError):  # a progress log must never fail the wait
+        pass
+
+
+class _Round(object):
+    """Bookkeeping of one call: per item, since when its detail has been what it is; the lines of change."""
+
+    def __init__(self, target, predicate, start, started):
+        self.target, self.predicate, self.start, self.started = target, predicate, start, started
+        self.since, self.lines, self.items = {}, [], {}
+
+    def see(self, items, now):
+        changed = False
+        for name, (state, detail) in items.items():
+            old = self.items.get(name)
+            if old != (state, detail):
+                self.since[name] = now
+                changed = True
+        self.items = items
+        if changed:
+            line = "{0:.0f} s: {1}".format(now - self.started, self.summary(now))
+            self.lines.append(line)
+            _log(line)
+
+    def summary(self, now):
+        items = self.items
+        ready = [n for n, s in sorted(items.items()) if s[0] == READY]
+        rest = ["{0}: {1} ({2:.0f} s)".format(n, d, now - self.since.get(n, now)) if not self.target.single
+                else "{0} ({1:.0f} s)".format(d, now - self.since.get(n, now))
+                for n, (s, d) in sorted(items.items()) if s != READY]
+        head = "{0}: ".format(self.target.title)
+        if not self.target.single:
+            head += "{0}/{1} ready".format(len(ready), len(items)) + ("; " if rest else "")
+        return head + ("; ".join(rest) if rest else ("ready" if self.target.single else ""))
+
+    def progress(self, now):
+        return {
+            "summary": self.summary(now),
+            "target": self.target.title,
+            "expected": self.predicate.expected,
+            "ready": sorted(n for n, s in self.items.items() if s[0] == READY),
+            "pending": dict((n, "{0} ({1:.0f} s)".format(d, now - self.since.get(n, now)))
+                            for n, (s, d) in self.items.items() if s == WAITING),
+            "failed": dict((n, d) for n, (s, d) in self.items.items() if s == FAILED),
+            "waited_s": round(now - self.started, 1),
+            "lines": list(self.lines),
+        }
+
+    def offsets(self):
+        return dict((n, round(t - self.started, 1)) for n, t in self.since.items())
+
+    def last_seen(self, now, states=(WAITING, FAILED)):
+        return "; ".join(("" if self.target.single else n + ": ") + "{0} for {1:.0f} s".format(
+            d, now - self.since.get(n, now)) for n, (s, d) in sorted(self.items.items()) if s in states) or "nothing"
+
+
+def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, started=None, raise_on_failure=True,
+             clock=time.time, sleep=time.sleep):
+    """Poll `target` until `predicate` finds every item ready (one read per poll).
+
+    timeout: seconds the whole wait may take, counted from `started` (epoch seconds; now when None).
+    budget: seconds this call may take; when it runs out before the timeout, returns an Outcome with ready False
+    (the caller returns its progress and is called again). Raises WaitTimeout past the timeout, WaitFailed when an
+    item failed (at once when the predicate is fail_fast, else when nothing is left waiting), unless
+    raise_on_failure is False: then the Outcome is ready once nothing is waiting, and lists `failed`.
     """
     start = clock()
+    started = start if started is None else float(started)
+    deadline = started + timeout
+    stop = min(deadline, start + budget) if budget else deadline
+    rnd = _Round(target, predicate, start, started)
     while True:
-        lagging = []
-        for name, (volume, configmap) in sorted(wanted.items()):
-            ds = cluster.get("apps/v1", "DaemonSet", name, namespace)
-            if ds is not None and mounted_configmap(ds, volume) != configmap:
-                lagging.append("{0} mounts {1}, not {2}".format(name, mounted_configmap(ds, volume), configmap))
-        if not lagging:
-            return
-        if clock() - start > timeout:
-            raise WaitTimeout("the GPU Operator did not roll the new configuration into its operands within "
-                              "{0:.0f} s: {1}".format(timeout, "; ".join(lagging)), {})
-        sleep(interval)
+        observed = target.read(cluster)
+        now = clock()
+        items = predicate.judge(observed, target)
+        rnd.see(items, now)
+        failed = [n for n, (s, _d) in items.items() if s == FAILED]
+        waiting = [n for n, (s, _d) in items.items() if s == WAITING]
+        if failed and (predicate.fail_fast or not waiting) and raise_on_failure:
+            raise WaitFailed("{0}: {1} (expected {2}; after {3:.0f} s)".format(
+                target.title, rnd.last_seen(now, (FAILED,)), predicate.expected, now - started),
+                rnd.progress(now), items, observed)
+        if not waiting and not (failed and predicate.fail_fast and raise_on_failure):
+            return Outcome(True, observed, items, rnd.progress(now), rnd.offsets())
+        if now >= deadline:
+            raise WaitTimeout("{0}: not ready after {1:.0f} s (expected {2}); last seen: {3}".format(
+                target.title, now - started, predicate.expected, rnd.last_seen(now)), rnd.progress(now), items, observed)
+        if now >= stop:
+            return Outcome(False, observed, items, rnd.progress(now), rnd.offsets())
+        sleep(max(0.0, min(interval, stop - now)))
+
+
+# -- the waits of the node-pools and DRA stages, on the waiter ----------------------------------------------------
+def wait_for_nodes(cluster, changes, label_selector, timeout, interval=1.0, clock=time.time, sleep=time.sleep,
+                   budget=None, started=None):
+    """Wait (one Node list per poll) until every node of `changes` is done or failed; see node_changes.
+
+    Returns ({node: (done | failed, detail, seconds until it got there)}, [failed nodes, sorted]); raises
+    WaitTimeout naming each node not done.
+    """
+    target = Target("v1", "Node", label_selector=label_selector, names=sorted(changes), title="nodes ({0})".format(
+        label_selector) if label_selector else "nodes")
+    outcome = wait_for(cluster, target, node_changes(changes), timeout, interval=interval, budget=budget,
+                       started=started, raise_on_failure=False, clock=clock, sleep=sleep)
+    names = {READY: DONE, FAILED: NODE_FAILED, WAITING: "pending"}
+    states = dict((n, (names[s], d, outcome.since.get(n, 0.0))) for n, (s, d) in outcome.items.items())
+    return states, outcome.failed
+
+
+def wait_for_operand_configs(cluster, namespace, wanted, timeout, interval=1.0, clock=time.time, sleep=time.sleep):
+    """Wait until each operand DaemonSet {name: (volume, configmap)} mounts its ConfigMap (one list per poll).
+
+    The operator rewrites its DaemonSets after a ClusterPolicy change; a node label set before that meets
+    the old pods and the old configs."""
+    target = Target("apps/v1", "DaemonSet", namespace=namespace, title="GPU Operator operands in " + namespace)
+    return wait_for(cluster, target, operand_configs(wanted), timeout, interval=interval, clock=clock, sleep=sleep)

@@ -322,57 +322,8 @@ def check_immutable(desired_drivers, current_drivers):
 # -- comparing and describing
 
 
-def leaf_paths(obj, prefix=""):
-    """{dotted path: value} of every leaf of a mapping (lists and empty mappings are leaves)."""
-    if not isinstance(obj, dict) or not obj:
-        return {prefix: obj} if prefix else {}
-    out = {}
-    for key, value in obj.items():
-        out.update(leaf_paths(value, "{0}.{1}".format(prefix, key) if prefix else str(key)))
-    return out
-
-
-def field_diff(desired, live):
-    """(before, after): {dotted path: value} of the desired leaves the live object lacks or has otherwise."""
-    before, after = {}, {}
-    for path, value in sorted(leaf_paths(desired).items()):
-        marker = object()
-        have = get_path(live or {}, path, marker)
-        if have is marker:
-            before[path] = None
-            after[path] = value
-        elif have != value and not (value == {} and isinstance(have, dict)):
-            before[path] = have
-            after[path] = value
-    return before, after
-
-
 def policy_status(obj):
     """(state, conditions as type/status/reason/message) of a ClusterPolicy or NVIDIADriver."""
     status = (obj or {}).get("status") or {}
     return status.get("state"), [dict((k, c.get(k)) for k in ("type", "status", "reason", "message"))
                                  for c in status.get("conditions") or []]
-
-
-def describe_conditions(conditions):
-    return "; ".join("{0}={1} (reason {2}): {3}".format(c["type"], c["status"], c["reason"], c["message"] or "-")
-                     for c in conditions) or "no conditions"
-
-
-def readiness(obj, generation=None):
-    """('ready' | 'ignored' | 'waiting', detail) for a ClusterPolicy just read.
-
-    A condition that records an observedGeneration older than `generation` is from before our change: not ready yet.
-    """
-    state, conditions = policy_status(obj)
-    stale = generation is not None and any(
-        c.get("observedGeneration") is not None and c["observedGeneration"] < generation
-        for c in ((obj or {}).get("status") or {}).get("conditions") or [])
-    if state == "ready" and not stale:
-        return "ready", "ready"
-    if state == "ignored":
-        return "ignored", ("ClusterPolicy {0} is ignored by the GPU Operator: another ClusterPolicy is the one it "
-                           "reconciles ({1})".format(obj["metadata"]["name"], describe_conditions(conditions)))
-    if not state:
-        return "waiting", "no status yet"
-    return "waiting", "state {0}: {1}".format(state, describe_conditions(conditions))

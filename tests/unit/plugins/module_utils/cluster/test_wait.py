@@ -67,7 +67,7 @@ def test_timeout_names_pending_nodes():
     clock = Clock()
     with pytest.raises(WaitTimeout) as err:
         wait_for_nodes(cluster, {"a": CHANGE}, "pool=p", 5, interval=1, clock=clock, sleep=clock.sleep)
-    assert "timed out after 5 s" in str(err.value) and "a (nvidia.com/mig.config.state=pending)" in str(err.value)
+    assert "not ready after 5 s" in str(err.value) and "a: nvidia.com/mig.config.state=pending for 5 s" in str(err.value)
 
 
 def test_a_vanished_node_fails():

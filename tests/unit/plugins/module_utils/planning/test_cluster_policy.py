@@ -20,10 +20,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_
     desired_spec,
     driver_objects,
     example_of,
-    field_diff,
     immutable_changes,
     pick_operator_csv,
-    readiness,
 )
 
 # The alm-examples of gpu-operator-certified 26.3.3 as the reference describes them (gpu-operator.md).
@@ -279,41 +277,3 @@ def test_check_immutable_explains_delete_and_recreate():
     assert msg.startswith("NVIDIADriver h100: spec.usePrecompiled is False, the task wants True.")
     assert "immutable upstream: delete the NVIDIADriver and let this task create it again" in msg
     check_immutable(objs, {})
-
-
-# -- diff and readiness
-
-def test_field_diff_shows_each_field_before_and_after():
-    desired = {"spec": {"cdi": {"enabled": True}, "mig": {"strategy": "single"}, "operator": {},
-                        "daemonsets": {"tolerations": [{"key": "a"}]}}}
-    live = {"spec": {"cdi": {"enabled": False}, "mig": {"strategy": "single"}, "operator": {"x": 1},
-                     "daemonsets": {"tolerations": [{"key": "b"}]}}, "status": {}}
-    before, after = field_diff(desired, live)
-    assert before == {"spec.cdi.enabled": False, "spec.daemonsets.tolerations": [{"key": "b"}]}
-    assert after == {"spec.cdi.enabled": True, "spec.daemonsets.tolerations": [{"key": "a"}]}
-    assert field_diff(desired, desired) == ({}, {})
-    before, after = field_diff({"spec": {"cdi": {"enabled": True}}}, None)
-    assert before == {"spec.cdi.enabled": None} and after == {"spec.cdi.enabled": True}
-
-
-def policy(state, reasons=(), generation=1, observed=None):
-    conditions = [{"type": t, "status": s, "reason": r, "message": m} for t, s, r, m in reasons]
-    if observed is not None:
-        for c in conditions:
-            c["observedGeneration"] = observed
-    return {"metadata": {"name": "cp", "generation": generation}, "status": {"state": state, "conditions": conditions}
-            if state else {}}
-
-
-def test_readiness():
-    assert readiness(policy("ready")) == ("ready", "ready")
-    assert readiness(None) == ("waiting", "no status yet")
-    verdict, detail = readiness(policy("notReady", [("Ready", "False", "DriverNotReady", "driver pods failing"),
-                                                    ("Error", "True", "DriverNotReady", "driver pods failing")]))
-    assert verdict == "waiting"
-    assert detail == ("state notReady: Ready=False (reason DriverNotReady): driver pods failing; Error=True (reason "
-                      "DriverNotReady): driver pods failing")
-    assert readiness(policy("ignored"))[0] == "ignored"
-    stale = policy("ready", [("Ready", "True", "Reconciled", "")], generation=3, observed=2)
-    assert readiness(stale, 3)[0] == "waiting"
-    assert readiness(stale, 2)[0] == "ready"

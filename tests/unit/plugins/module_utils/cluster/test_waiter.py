@@ -1,0 +1,219 @@
+# -*- coding: utf-8 -*-
+"""The one waiter with a fake reader and clock: predicates per kind, budgets, timeout and failure text, progress."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import (
+    FAILED,
+    READY,
+    WAITING,
+    PROGRESS_LOG_ENV,
+    Target,
+    WaitFailed,
+    WaitTimeout,
+    api_served,
+    condition,
+    csv_succeeded,
+    field_equals,
+    operand_configs,
+    resource_slices,
+    state_ready,
+    wait_for,
+)
+
+
+class Clock(object):
+    def __init__(self, now=1000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+class FakeReader(object):
+    """get/list/served_versions answer the next scripted value each call (the last one repeats)."""
+
+    def __init__(self, reads):
+        self.reads = list(reads)
+        self.calls = []
+
+    def _next(self):
+        return self.reads.pop(0) if len(self.reads) > 1 else self.reads[0]
+
+    def get(self, api_version, kind, name, namespace=None):
+        self.calls.append(("get", kind, name, namespace))
+        return self._next()
+
+    def list(self, api_version, kind, namespace=None, label_selector=None):
+        self.calls.append(("list", kind, namespace, label_selector))
+        return self._next()
+
+    def served_versions(self, group):
+        self.calls.append(("discovery", group))
+        return self._next()
+
+
+def policy(state, conditions=(), generation=1):
+    return {"kind": "ClusterPolicy", "metadata": {"name": "cluster-policy", "generation": generation},
+            "status": {"state": state, "conditions": list(conditions)} if state else {}}
+
+
+NOT_READY = {"type": "Ready", "status": "False", "reason": "OperandsNotReady", "message": "driver not ready",
+             "observedGeneration": 1}
+POLICY = Target("nvidia.com/v1", "ClusterPolicy", name="cluster-policy")
+
+
+def run(reads, target, predicate, timeout=60, **kwargs):
+    clock = Clock()
+    reader = FakeReader(reads)
+    return wait_for(reader, target, predicate, timeout, interval=2, clock=clock, sleep=clock.sleep, **kwargs), reader
+
+
+def test_cluster_policy_ready_after_polls_one_get_each():
+    outcome, reader = run([policy(None), policy("notReady", [NOT_READY]), policy("ready")], POLICY, state_ready())
+    assert outcome.ready and outcome.items == {"cluster-policy": (READY, "ready")}
+    assert reader.calls == [("get", "ClusterPolicy", "cluster-policy", None)] * 3
+    assert outcome.progress["lines"] == [
+        "0 s: ClusterPolicy/cluster-policy: no status yet (0 s)",
+        "2 s: ClusterPolicy/cluster-policy: state notReady: Ready=False (reason OperandsNotReady): driver not ready (0 s)",
+        "4 s: ClusterPolicy/cluster-policy: ready"]
+
+
+def test_ready_from_an_older_generation_is_not_ready():
+    stale = policy("ready", [dict(NOT_READY, status="True")], generation=2)
+    with pytest.raises(WaitTimeout) as err:
+        run([stale], POLICY, state_ready(), timeout=4)
+    assert "older generation" in str(err.value)
+
+
+def test_timeout_names_object_expected_last_seen_and_how_long():
+    with pytest.raises(WaitTimeout) as err:
+        run([policy("notReady", [NOT_READY])], POLICY, state_ready(), timeout=10)
+    assert str(err.value) == (
+        "ClusterPolicy/cluster-policy: not ready after 10 s (expected status.state == ready); last seen: "
+        "state notReady: Ready=False (reason OperandsNotReady): driver not ready for 10 s")
+    assert err.value.progress["pending"] == {
+        "cluster-policy": "state notReady: Ready=False (reason OperandsNotReady): driver not ready (10 s)"}
+
+
+def test_ignored_policy_fails_at_once():
+    with pytest.raises(WaitFailed) as err:
+        run([policy("ignored")], POLICY, state_ready())
+    assert "ignored by the GPU Operator" in str(err.value) and "after 0 s" in str(err.value)
+
+
+def test_budget_returns_not_ready_with_progress_and_started_bounds_the_whole_wait():
+    outcome, reader = run([policy("notReady")], POLICY, state_ready(), timeout=60, budget=5, started=990.0)
+    assert not outcome.ready and len(reader.calls) == 4       # polls at 0, 2, 4 and 5 s of this call
+    assert outcome.progress["waited_s"] == 15.0 and outcome.progress["ready"] == []
+    assert outcome.progress["summary"].startswith("ClusterPolicy/cluster-policy: state notReady")
+    # a later round, past the whole wait's timeout: the error counts from `started`
+    with pytest.raises(WaitTimeout) as err:
+        run([policy("notReady")], POLICY, state_ready(), timeout=60, budget=5, started=900.0)
+    assert "not ready after 100 s" in str(err.value)
+
+
+def test_csv_failed_phase_stops_with_its_reason():
+    csv = {"metadata": {"name": "gpu.v1"}, "status": {"phase": "Failed", "reason": "InstallCheckFailed",
+                                                      "message": "deployment gpu-operator not available"}}
+    target = Target("operators.coreos.com/v1alpha1", "ClusterServiceVersion", name="gpu.v1", namespace="ns")
+    with pytest.raises(WaitFailed) as err:
+        run([{"metadata": {"name": "gpu.v1"}, "status": {"phase": "Installing"}}, csv], target, csv_succeeded())
+    assert str(err.value) == ("ClusterServiceVersion/ns/gpu.v1: phase Failed (reason InstallCheckFailed): "
+                              "deployment gpu-operator not available for 0 s (expected status.phase == Succeeded; "
+                              "after 2 s)")
+
+
+def test_condition_reports_the_failing_condition_and_not_found():
+    isvc = {"metadata": {"name": "llm"}, "status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "RevisionMissing", "message": "no revision ready"}]}}
+    target = Target("serving.kserve.io/v1beta1", "InferenceService", name="llm", namespace="models")
+    with pytest.raises(WaitTimeout) as err:
+        run([None, isvc], target, condition("Ready"), timeout=4)
+    assert "expected condition Ready=True" in str(err.value)
+    assert "last seen: Ready=False (reason RevisionMissing): no revision ready for 2 s" in str(err.value)
+    ready = dict(isvc, status={"conditions": [{"type": "Ready", "status": "True"}]})
+    assert run([isvc, ready], target, condition("Ready"))[0].ready
+
+
+def test_condition_failed_reason_stops():
+    dep = {"metadata": {"name": "d"}, "status": {"conditions": [
+        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "stuck"}]}}
+    with pytest.raises(WaitFailed):
+        run([dep], Target("apps/v1", "Deployment", name="d", namespace="n"),
+            condition("Progressing", failed_reasons=("ProgressDeadlineExceeded",)))
+
+
+def test_scaled_to_zero_counts_an_absent_replicas_field_as_zero():
+    target = Target("apps/v1", "Deployment", name="llm-predictor", namespace="models")
+    outcome, _ = run([{"metadata": {"name": "llm-predictor"}, "status": {"replicas": 1}},
+                      {"metadata": {"name": "llm-predictor"}, "status": {}}], target,
+                     field_equals("status.replicas", 0, absent=0))
+    assert outcome.ready and outcome.progress["lines"][0].endswith("status.replicas 1 (0 s)")
+
+
+def test_list_target_progress_counts_ready_items():
+    def ds(name, cm):
+        return {"metadata": {"name": name}, "spec": {"template": {"spec": {"volumes": [
+            {"name": "config", "configMap": {"name": cm}}]}}}}
+    target = Target("apps/v1", "DaemonSet", namespace="gpu-operator", title="operands")
+    wanted = {"plugin": ("config", "new"), "mig": ("config", "new"), "absent": ("config", "new")}
+    outcome, reader = run([[ds("plugin", "old"), ds("mig", "new")], [ds("plugin", "new"), ds("mig", "new")]],
+                          target, operand_configs(wanted))
+    assert outcome.ready and reader.calls == [("list", "DaemonSet", "gpu-operator", None)] * 2
+    assert outcome.progress["lines"][0] == "0 s: operands: 2/3 ready; plugin: mounts old, not new (0 s)"
+
+
+def test_resource_slices_and_discovery():
+    slices = [{"spec": {"driver": "gpu.nvidia.com", "nodeName": "a", "devices": [{}, {}]}}]
+    target = Target("resource.k8s.io/v1", "ResourceSlice", names=["a", "b"], title="ResourceSlices")
+    with pytest.raises(WaitTimeout) as err:
+        run([slices], target, resource_slices(["a", "b"]), timeout=2)
+    assert "b: no ResourceSlice of gpu.nvidia.com for 2 s" in str(err.value)
+    assert err.value.progress["ready"] == ["a"]
+    outcome, _ = run([[], ["v1"]], Target.custom("resource.k8s.io", read=lambda c: c.served_versions("x")),
+                     api_served("resource.k8s.io"))
+    assert outcome.ready and outcome.items["resource.k8s.io"] == (READY, "served as v1")
+
+
+def test_failed_items_without_fail_fast_wait_for_the_others(monkeypatch):
+    from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Predicate
+    states = iter([{"a": (FAILED, "x"), "b": (WAITING, "y")}, {"a": (FAILED, "x"), "b": (READY, "ok")}])
+    pred = Predicate("done", lambda observed, target: next(states), fail_fast=False)
+    outcome, reader = run([[]], Target("v1", "Node"), pred, raise_on_failure=False)
+    assert outcome.ready and outcome.failed == ["a"] and len(reader.calls) == 2
+
+
+def test_progress_log_file_gets_each_change(tmp_path, monkeypatch):
+    log = tmp_path / "progress.log"
+    monkeypatch.setenv(PROGRESS_LOG_ENV, str(log))
+    run([policy(None), policy(None), policy("ready")], POLICY, state_ready())
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2 and lines[0].endswith("ClusterPolicy/cluster-policy: no status yet (0 s)")
+
+
+def judge(predicate, obj):
+    return predicate.judge(obj, POLICY)["cluster-policy"]
+
+
+def test_state_ready_table():
+    reasons = [{"type": "Ready", "status": "False", "reason": "DriverNotReady", "message": "driver pods failing"},
+               {"type": "Error", "status": "True", "reason": "DriverNotReady", "message": "driver pods failing"}]
+    assert judge(state_ready(), policy("ready")) == (READY, "ready")
+    assert judge(state_ready(), None) == (WAITING, "not found")
+    assert judge(state_ready(), policy(None)) == (WAITING, "no status yet")
+    assert judge(state_ready(), policy("notReady", reasons)) == (WAITING, (
+        "state notReady: Ready=False (reason DriverNotReady): driver pods failing; Error=True (reason "
+        "DriverNotReady): driver pods failing"))
+    assert judge(state_ready(), policy("ignored"))[0] == FAILED
+    stale = policy("ready", [{"type": "Ready", "status": "True", "reason": "Reconciled", "observedGeneration": 2}],
+                   generation=3)
+    assert judge(state_ready(), stale)[0] == WAITING
+    stale["metadata"]["generation"] = 2
+    assert judge(state_ready(), stale)[0] == READY
