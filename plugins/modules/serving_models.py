@@ -56,6 +56,7 @@ options:
     type: int
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.wait
 attributes:
   check_mode:
     support: full
@@ -108,29 +109,35 @@ warnings_list:
   type: list
   elements: str
 changes:
-  description: Each object written or deleted (or that would be), with the fields that differ.
+  description: Each object written or deleted (or that would be), with its C(key) and the fields that differ.
   returned: always
   type: list
   elements: dict
+ready:
+  description: Whether the wait is over. V(false) only when O(wait_round) ran out first; the task's C(until) calls again.
+  returned: always
+  type: bool
+progress:
+  description: The wait's progress - C(summary), C(pending) (each model not Ready with its condition), C(waited_s).
+  returned: when waiting
+  type: dict
 """
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
-    Change,
     apply_object,
+    change_report,
     delete_object,
     dry_run_apply,
+    planned_change,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.serving import (
     FIELD_MANAGER,
     PLANNING_ERRORS,
-    condition,
-    failing_condition,
     plan_serving,
-    wait_until,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, condition
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.errors import ServingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.models import API_VERSION, MODEL_LABEL
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.runtimes import (
@@ -171,13 +178,10 @@ def namespace_object(name):
 
 
 def plan_writes(cluster, objects, ours, namespaces):
-    """[(obj, Change)] of the objects that differ; each is dry-run by the API server first (nothing stored)."""
-    writes = []
-    for obj in objects:
-        change = apply_object(cluster, obj, True, current=ours.get(key(obj)), current_known=True,
-                              field_manager=FIELD_MANAGER)
-        if change.changed:
-            writes.append((obj, change))
+    """[(obj, Change)] of the objects that differ; each is dry-run by the API server first (nothing stored), so a
+    refusal of the schema or of an admission webhook comes before the first write."""
+    writes = [(obj, planned_change(obj, ours.get(key(obj)))) for obj in objects]
+    writes = [(obj, change) for obj, change in writes if change.changed]
     for obj, dummy in writes:
         if obj["metadata"]["namespace"] not in namespaces:
             continue  # generated whole; the server would only say the namespace is missing
@@ -188,29 +192,23 @@ def plan_writes(cluster, objects, ours, namespaces):
     return writes
 
 
-def _state(isvc):
-    ready = condition(isvc, "Ready")
-    if ready and ready.get("status") == "True":
-        return True, "Ready"
-    return False, failing_condition(isvc) or "no Ready condition yet"
-
-
-def wait_models(cluster, isvcs, timeout):
-    """Wait until each InferenceService is Ready; returns {namespace/name: state}. Raises WaitTimeout naming each
-    model that is not, with its failing condition."""
+def wait_models(module, isvcs, result):
+    """Wait (through the one waiter) until each InferenceService is Ready: a model scaled to zero is Ready at zero
+    replicas, its idle state. One list per namespace and poll; the detail of a model not ready is its Ready
+    condition's reason and message (KServe copies the predictor's: MinimumReplicasUnavailable while a pod cannot
+    be scheduled, RuntimeNotRecognized, a Knative webhook's refusal)."""
+    by_namespace = {}
+    for obj in isvcs:
+        by_namespace.setdefault(obj["metadata"]["namespace"], []).append(obj["metadata"]["name"])
     states = {}
-
-    def poll():
-        pending = []
-        for obj in isvcs:
-            meta = obj["metadata"]
-            live = cluster.get(API_VERSION, "InferenceService", meta["name"], meta["namespace"])
-            done, detail = _state(live)
-            states["%s/%s" % (meta["namespace"], meta["name"])] = detail
-            if not done:
-                pending.append("model %s/%s: %s" % (meta["namespace"], meta["name"], detail))
-        return not pending, "; ".join(pending)
-    wait_until(poll, timeout)
+    for namespace, names in sorted(by_namespace.items()):
+        target = Target(API_VERSION, "InferenceService", namespace=namespace, names=sorted(names),
+                        label_selector=MODEL_LABEL, title="InferenceServices in %s" % namespace)
+        outcome = module.wait_for(target, condition("Ready"), result, timeout=result["timeout"])
+        for name, (dummy, detail) in outcome.items.items():
+            states["%s/%s" % (namespace, name)] = detail
+        if not outcome.ready:
+            break
     return states
 
 
@@ -226,7 +224,7 @@ def run(module):
     wanted_ns = sorted(set(o["metadata"]["namespace"] for o in planned["objects"]) - namespaces)
     changes = [apply_object(cluster, namespace_object(ns), check, current=None, current_known=True,
                             field_manager=FIELD_MANAGER) for ns in wanted_ns]
-    # Runtimes before the InferenceServices that name them (plan order), deletions of the others after.
+    # Runtimes before the InferenceServices that name them (plan order); stale InferenceServices before runtimes.
     for obj, change in writes:
         if not check:
             apply_object(cluster, obj, False, current=ours.get(key(obj)), current_known=True,
@@ -238,25 +236,18 @@ def run(module):
         changes.extend(delete_object(cluster, ours[k], check) for k in stale)
     reports = planned["models"]
     wait = settings.wait if module.params["wait"] is None else module.params["wait"]
-    timeout = settings.timeout if module.params["timeout"] is None else module.params["timeout"]
-    changed = [c for c in changes if isinstance(c, Change) and c.changed]
-    result = {"changed": bool(changed), "models": reports, "platform": platform,
-              "warnings_list": list(planned["warnings"]), "changes": [c.as_dict() for c in changed]}
-    if wait and not check:
-        isvcs = [o for o in planned["objects"] if o["kind"] == "InferenceService"]
-        try:
-            states = wait_models(cluster, isvcs, timeout)
-        except WaitTimeout as e:
-            module.fail_json(msg="not every model became ready: %s" % e, changed=bool(changed), models=reports,
-                             changes=result["changes"])
-        for name, state in states.items():
-            reports[name]["state"] = state
+    result = {"models": reports, "platform": platform, "warnings_list": list(planned["warnings"]),
+              "timeout": settings.timeout if module.params["timeout"] is None else module.params["timeout"],
+              "ready": True}
+    result.update(change_report(changes))
     for warning in result["warnings_list"]:
         module.warn(warning)
-    if module._diff:
-        names = [title({"kind": c.kind, "metadata": {"name": c.name, "namespace": c.namespace}}) for c in changed]
-        result["diff"] = {"before": [{n: c.before} for n, c in zip(names, changed)],
-                          "after": [{n: c.after} for n, c in zip(names, changed)]}
+    if wait and not check:
+        states = wait_models(module, [o for o in planned["objects"] if o["kind"] == "InferenceService"], result)
+        for name, state in states.items():
+            reports[name]["state"] = state
+    if not module._diff:
+        result.pop("diff", None)
     return result
 
 
@@ -271,6 +262,7 @@ def main():
             "timeout": {"type": "int"},
         },
         supports_check_mode=True,
+        waits=True,
     )
     module.run(run)
 

@@ -61,6 +61,7 @@ options:
     default: 900
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.wait
 attributes:
   check_mode:
     support: full
@@ -126,44 +127,34 @@ warnings_list:
   type: list
   elements: str
 changes:
-  description: Each platform object written (or that would be), with the fields that differ.
+  description: Each platform object written (or that would be), with its C(key) and the fields that differ.
   returned: always
   type: list
   elements: dict
+ready:
+  description: Whether the wait is over. V(false) only when O(wait_round) ran out first; the task's C(until) calls again.
+  returned: always
+  type: bool
+progress:
+  description: The wait's progress (C(summary), C(pending), C(waited_s)).
+  returned: when waiting
+  type: dict
 """
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import apply_object
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import apply_object, change_report
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.serving import (
     FIELD_MANAGER,
     PLANNING_ERRORS,
-    condition,
-    failing_condition,
     plan_serving,
-    wait_until,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, api_served, condition
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.install import (
     chart_releases,
     operators,
     platform_objects,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.platform import KSERVE_GROUP
-
-
-def _dsc_ready(cluster, dsc):
-    def poll():
-        live = cluster.get(dsc["apiVersion"], dsc["kind"], dsc["metadata"]["name"])
-        ready = condition(live, "Ready")
-        phase = ((live or {}).get("status") or {}).get("phase")
-        if (ready and ready.get("status") == "True") or phase == "Ready":
-            if cluster.served_versions(KSERVE_GROUP):
-                return True, "ready"
-            return False, "DataScienceCluster %s is Ready but %s is not served yet" % (dsc["metadata"]["name"],
-                                                                                        KSERVE_GROUP)
-        return False, "DataScienceCluster %s: %s" % (
-            dsc["metadata"]["name"], failing_condition(live) or "phase %s" % (phase or "not reported yet"))
-    return poll
 
 
 def run(module):
@@ -177,23 +168,23 @@ def run(module):
     changes = []
     if module.params["enable"]:
         changes = [apply_object(cluster, obj, check, field_manager=FIELD_MANAGER) for obj in objects]
-        dscs = [o for o in objects if o["kind"] == "DataScienceCluster"]
-        if dscs and not check and module.params["wait"]:
-            try:
-                wait_until(_dsc_ready(cluster, dscs[0]), module.params["timeout"])
-            except WaitTimeout as e:
-                module.fail_json(msg="OpenShift AI's KServe did not become ready: %s" % e,
-                                 changes=[c.as_dict() for c in changes if c.changed], changed=True)
     warnings = platform["warnings"] + models["warnings"]
     for warning in warnings:
         module.warn(warning)
-    changed = [c for c in changes if c.changed]
-    result = {"changed": bool(changed), "platform": platform, "operators": operators(platform, settings),
+    result = {"platform": platform, "operators": operators(platform, settings),
               "charts": chart_releases(platform, settings, facts), "objects": objects, "models": models["models"],
-              "facts": facts, "warnings_list": warnings, "changes": [c.as_dict() for c in changed]}
-    if module._diff:
-        result["diff"] = {"before": [{"%s %s" % (c.kind, c.name): c.before} for c in changed],
-                          "after": [{"%s %s" % (c.kind, c.name): c.after} for c in changed]}
+              "facts": facts, "warnings_list": warnings, "ready": True}
+    result.update(change_report(changes))
+    if not module._diff:
+        result.pop("diff", None)
+    dscs = [o for o in objects if o["kind"] == "DataScienceCluster"]
+    if module.params["enable"] and module.params["wait"] and not check and dscs:
+        dsc = dscs[0]
+        outcome = module.wait_for(Target(dsc["apiVersion"], dsc["kind"], name=dsc["metadata"]["name"]),
+                                  condition("Ready"), result)
+        if outcome.ready:
+            module.wait_for(Target.custom(KSERVE_GROUP, read=lambda c: c.served_versions(KSERVE_GROUP)),
+                            api_served(KSERVE_GROUP), result)
     return result
 
 
@@ -208,6 +199,7 @@ def main():
             "timeout": {"type": "int", "default": 900},
         },
         supports_check_mode=True,
+        waits=True,
     )
     module.run(run)
 

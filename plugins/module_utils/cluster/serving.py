@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubegpu.platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Reads for the serving stage: the facts planning/serving/platform.py judges, and the waits on models.
+"""Reads for the serving stage: the facts planning/serving/platform.py judges, and the plan of both modules.
 
 Every read is a list or a get of a known name: the cost does not grow with the number of nodes or models.
 """
@@ -10,9 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import time
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.errors import ServingError
@@ -124,36 +122,6 @@ def platform_facts(cluster, kserve_namespace=KSERVE_NAMESPACE):
                             field_selector="metadata.name=%s" % ISVC_CRD)
         facts["kserve_crds"] = "helm" if helm else "other"
     return facts
-
-
-def condition(obj, kind="Ready"):
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return cond
-    return None
-
-
-def failing_condition(obj):
-    """'Type (Reason): message' of the first condition that is False, or None."""
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("status") == "False":
-            return "%s (%s): %s" % (cond.get("type"), cond.get("reason") or "no reason", cond.get("message") or "")
-    return None
-
-
-def wait_until(poll, timeout, interval=2.0, clock=time.monotonic, sleep=time.sleep):
-    """Call poll() until it returns (True, detail); raise WaitTimeout with the last detail after timeout.
-
-    The one place the serving stage waits; it moves to cluster/wait.py's waiter once that lands.
-    """
-    start = clock()
-    while True:
-        done, detail = poll()
-        if done:
-            return detail
-        if clock() - start > timeout:
-            raise WaitTimeout("timed out after %.0f s: %s" % (timeout, detail), {})
-        sleep(interval)
 
 
 def plan_serving(cluster, raw_settings, raw_pools, raw_templates):
