@@ -260,7 +260,7 @@ def _inference_service(settings, platform, model, mode, mechanism, item, units, 
         annotations[AUTOSCALER_CLASS] = KEDA
         predictor["autoScaling"] = {"metrics": [_keda_metric(settings, platform, model)]}
     args = list(sized["vllm_args"]) if sized else []
-    if not sized and units > 1 and item.kind == "gpu":
+    if not sized and units > 1:  # whole GPUs or a claim of several devices: one vLLM across them
         args += ["--tensor-parallel-size", str(units)]
     predictor["model"] = {"modelFormat": {"name": MODEL_FORMAT}, "runtime": model.runtime,
                           "storageUri": model.storage_uri, "resources": resources}
