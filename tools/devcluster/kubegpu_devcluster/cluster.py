@@ -28,7 +28,14 @@ ADMIN = ("kubegpu-admin", ("system:masters",))
 NOBODY = ("kubegpu-nobody", ())
 SIMULATOR_GROUP = "kubegpu:simulators"
 # Simulated components, each with a user of its own; the fleet loader counts as one.
-SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "mig-manager", "device-plugin", "dra-plugin", "kwok")
+SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "mig-manager", "device-plugin", "dra-plugin", "kwok",
+                   "kserve", "keda", "knative", "openshift-ai", "cert-manager")
+# Admission webhooks are not called. Every chart that registers one (kserve-resources, keda, the DRA driver) points
+# it at a Service in front of pods that no kubelet runs (KWOK gives them addresses nothing answers on), with
+# failurePolicy Fail: the API server would refuse every InferenceService, ScaledObject and predictor pod. Serving
+# the webhooks from a simulator would need the Service's cluster IP routed to this machine (root networking).
+# The configurations are still stored as the charts write them; ValidatingAdmissionPolicy (in-process) stays on.
+WEBHOOK_ADMISSION = ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook")
 # Stopping waits this long for the processes after SIGTERM, and at most STOP_KILL_WAIT after SIGKILL.
 STOP_GRACE = 5.0
 STOP_KILL_WAIT = 20.0
@@ -186,8 +193,8 @@ def up(state: Path, timeout: float = 90, seed: Path | None = None) -> dict:
          "--service-cluster-ip-range=10.96.0.0/16",
          # Fleet nodes are created as registered, Ready nodes. This plugin would taint each one not-ready until
          # the controller-manager has seen it Ready: 1,000 extra writes and 40 s for the large fleet. The
-         # controller-manager still taints a node that stops being Ready.
-         "--disable-admission-plugins=TaintNodesByCondition",
+         # controller-manager still taints a node that stops being Ready. Webhook admission: see WEBHOOK_ADMISSION.
+         "--disable-admission-plugins=TaintNodesByCondition," + ",".join(WEBHOOK_ADMISSION),
          # As kubeadm and OpenShift do: driver charts (the DRA kubelet plugin) run privileged pods.
          "--allow-privileged=true",
          f"--audit-policy-file={state / 'audit-policy.yaml'}", f"--audit-log-path={state / 'audit.log'}",

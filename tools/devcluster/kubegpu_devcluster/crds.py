@@ -30,10 +30,14 @@ def crd_name(path: Path) -> str:
     return f"{plural}.{group}"
 
 
-def seed_dir(folder: Path) -> Path:
-    """Cache folder for an etcd data dir with these CRDs loaded, keyed by the CRDs and the binaries."""
+def seed_dir(folder: Path, skip=()) -> Path:
+    """Cache folder for an etcd data dir with these CRDs loaded (less the folders in `skip`), keyed by the CRDs and
+    the binaries."""
     h = hashlib.sha256()
+    left_out = set(group_files(folder, skip))
     for f in crd_files(folder):
+        if f in left_out:
+            continue
         h.update(f.name.encode() + f.read_bytes())
     for b in ("etcd", "kube-apiserver"):
         h.update(str((paths.bin_dir() / b).resolve()).encode())
@@ -48,10 +52,59 @@ def save_seed(etcd_data: Path, seed: Path) -> None:
     tmp.rename(seed)
 
 
-def load(dyn, folder: Path, timeout: float = 60) -> int:
-    """Create every CRD (create, not apply: the largest exceed the last-applied annotation limit), wait Established."""
+def group_files(folder: Path, groups) -> list:
+    """The CRD files of some folders of the CRD tree (e.g. ["kserve", "keda"])."""
+    return sorted(p for g in groups for p in (folder / g).glob("*.yaml"))
+
+
+def remove(dyn, folder: Path, groups, timeout: float = 60) -> int:
+    """Delete the CRDs of those folders (and so their objects) and wait until they are gone: a fleet whose
+    platform installs them itself (operators, charts) starts without them. Returns how many were deleted."""
+    from kubernetes.dynamic.exceptions import NotFoundError
+
     api = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
-    files = crd_files(folder)
+    present = {m.name for m in _metadata(dyn)}
+    names = {crd_name(p) for p in group_files(folder, groups)} & present
+    deleted = 0
+    for name in sorted(names):
+        try:
+            api.delete(name=name)
+            deleted += 1
+        except NotFoundError:
+            pass
+    wait_gone(dyn, names, timeout)
+    return deleted
+
+
+def _metadata(dyn) -> list:
+    """Every CRD's metadata only: the KServe CRDs are MBs each, their full listing takes seconds to parse."""
+    listing = dyn.request("get", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", header_params={
+        "Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
+    return [item.metadata for item in listing.items]
+
+
+def wait_gone(dyn, names, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    names = set(names)
+    while True:
+        left = sorted(names & {m.name for m in _metadata(dyn)})
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"CRDs still present {timeout:.0f} s after deletion: {', '.join(left)}")
+        time.sleep(0.3)
+
+
+def terminating(dyn) -> list:
+    return [m.name for m in _metadata(dyn) if m.deletionTimestamp]
+
+
+def load(dyn, folder: Path, timeout: float = 60, skip=()) -> int:
+    """Create every CRD (create, not apply: the largest exceed the last-applied annotation limit), wait Established.
+    `skip`: folders of the tree to leave out."""
+    api = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    left_out = set(group_files(folder, skip))
+    files = [p for p in crd_files(folder) if p not in left_out]
     # The listing is tens of MB (the KServe CRDs): with a seeded etcd nothing is missing, and that one listing
     # also says whether they are all Established.
     listing = api.get().items

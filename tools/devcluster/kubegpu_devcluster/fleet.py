@@ -12,6 +12,8 @@ Fleet file::
         instance_type: p5.48xlarge
         machineset: demo-h100      # OpenShift: the MachineSet the nodes belong to
         labels: {}                 # extra node labels
+    without_crds: [kserve, keda]   # folders of shared/crds this fleet starts without: its platform installs
+                                   # them (operators through OLM, charts with helm); default: none, every CRD
 
 Nodes carry what NFD and GPU Feature Discovery would publish once the GPU Operator runs
 (shared/reference/gpu-node-labels.md), capacity and allocatable included.
@@ -50,6 +52,7 @@ class Fleet:
     platform: str
     version: str
     groups: list
+    without_crds: list = field(default_factory=list)
 
     @property
     def openshift(self) -> bool:
@@ -69,7 +72,7 @@ def load(path: Path) -> Fleet:
             if group.gpus_per_node < 1:
                 raise ValueError(f"{path}: node group {group.name}: gpus_per_node must be >= 1 for a GPU group")
         groups.append(group)
-    return Fleet(platform, str(data.get("version", "")), groups)
+    return Fleet(platform, str(data.get("version", "")), groups, list(data.get("without_crds") or []))
 
 
 def node_name(group: NodeGroup, index: int) -> str:

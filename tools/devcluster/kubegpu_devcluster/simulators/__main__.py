@@ -11,11 +11,14 @@ from ..cluster import kubeconfig_path
 from .device_plugin import DevicePluginSimulator
 from .dra_plugin import DraPluginSimulator
 from .gpu_operator import GpuOperatorSimulator
+from .keda import KedaSimulator
+from .kserve import KServeSimulator
 from .mig_manager import MigManagerSimulator
 from .olm import OlmSimulator
 
 SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator, "mig-manager": MigManagerSimulator,
-              "device-plugin": DevicePluginSimulator, "dra-plugin": DraPluginSimulator}
+              "device-plugin": DevicePluginSimulator, "dra-plugin": DraPluginSimulator,
+              "kserve": KServeSimulator, "keda": KedaSimulator}
 
 
 def main() -> None:

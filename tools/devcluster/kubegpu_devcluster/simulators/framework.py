@@ -14,10 +14,13 @@ from datetime import datetime, timezone
 
 from kubernetes import config as kube_config
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 KNOBS_NAMESPACE = "kubegpu-devcluster"
 KNOBS_CONFIGMAP = "simulator-knobs"
+# A watched kind whose CRD is not installed yet (an operator or a chart brings it): look again this often. Each
+# look is a discovery refresh, so not every half second.
+MISSING_KIND_RETRY = 3.0
 log = logging.getLogger("simulators")
 
 
@@ -91,9 +94,9 @@ class Simulator:
 
     # -- runtime
     def _watch(self, kind: str) -> None:
-        api = self.api(kind)
         while not self._stop.is_set():
             try:
+                api = self.api(kind)
                 listing = api.get()
                 for item in listing.items:
                     self.requeue(kind, item.metadata.namespace, item.metadata.name)
@@ -102,8 +105,13 @@ class Simulator:
                     self.requeue(kind, meta.namespace, meta.name)
                     if self._stop.is_set():
                         return
+            except ResourceNotFoundError:
+                time.sleep(MISSING_KIND_RETRY)
             except Exception as e:  # the API server restarted or the watch expired: list again
                 log.debug("%s: watch %s restarts: %s", self.name, kind, e)
+                if getattr(e, "status", None) == 404:   # the CRD was deleted: discovery is stale
+                    self.dyn.resources.invalidate_cache()
+                    time.sleep(MISSING_KIND_RETRY)
                 time.sleep(0.5)
 
     def _work(self) -> None:
