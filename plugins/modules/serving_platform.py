@@ -8,7 +8,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: serving_platform
-short_description: Detect the model serving platform (OpenShift AI 2.x or 3.x, upstream KServe), plan what it lacks, and check the models before anything is written
+short_description: Detect the serving platform (OpenShift AI 2.x/3.x, KServe), plan what it lacks, check the models before any write
 version_added: 0.1.0
 description:
   - Reads the cluster (ClusterVersion, the API groups served, OLM Subscriptions, the C(rhods-operator)

@@ -123,10 +123,9 @@ def test_a_dra_model_in_standard_mode_on_openshift_ai_2():
 
 
 def test_sizing_picks_the_smallest_mig_slice_that_fits_when_no_profile_is_named():
-    result = plan([model("small", pool="llm-h100", sizing={"parameters": 1000000000, "precision": "bf16",
-                                                            "context": 2048, "architecture": {
-                                                                "num_hidden_layers": 16, "num_attention_heads": 32,
-                                                                "num_key_value_heads": 8, "head_dim": 64}})])
+    architecture = {"num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64}
+    sizing = {"parameters": 1000000000, "precision": "bf16", "context": 2048, "architecture": architecture}
+    result = plan([model("small", pool="llm-h100", sizing=sizing)])
     assert result["models"]["llm/small"]["request"] == {"nvidia.com/mig-1g.10gb": 1}
 
 

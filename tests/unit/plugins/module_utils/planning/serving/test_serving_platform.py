@@ -105,8 +105,8 @@ def test_operators_come_dependencies_first():
     s = settings(openshift_ai={"channel": "stable", "approval": "Automatic"})
     plan = detect_platform(openshift(), s)
     ops = operators(plan, s)
-    assert [o["package"] for o in ops] == ["servicemeshoperator", "serverless-operator", "authorino-operator",
-                                            "rhods-operator"]
+    expected = ["servicemeshoperator", "serverless-operator", "authorino-operator", "rhods-operator"]
+    assert [o["package"] for o in ops] == expected
     assert ops[-1] == {"package": "rhods-operator", "namespace": "redhat-ods-operator", "channel": "stable",
                        "approval": "Automatic", "operator_group": {"target_namespaces": []}}
 
