@@ -11,14 +11,17 @@ from ..cluster import kubeconfig_path
 from .device_plugin import DevicePluginSimulator
 from .dra_plugin import DraPluginSimulator
 from .gpu_operator import GpuOperatorSimulator
+from .cert_manager import CertManagerSimulator
 from .keda import KedaSimulator
+from .knative import KnativeSimulator
 from .kserve import KServeSimulator
 from .mig_manager import MigManagerSimulator
 from .olm import OlmSimulator
 
 SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator, "mig-manager": MigManagerSimulator,
               "device-plugin": DevicePluginSimulator, "dra-plugin": DraPluginSimulator,
-              "kserve": KServeSimulator, "keda": KedaSimulator}
+              "kserve": KServeSimulator, "keda": KedaSimulator, "knative": KnativeSimulator,
+              "cert-manager": CertManagerSimulator}
 
 
 def main() -> None:

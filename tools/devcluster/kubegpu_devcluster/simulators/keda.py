@@ -134,9 +134,12 @@ class KedaSimulator(Simulator):
         status["conditions"] = [ready, cond("Active", False, "ScalerNotActive",
                                             "Scaling is not performed because triggers are not active"),
                                 fallback, pause_cond]
-        if old.get("lastActiveTime"):
+        was_active = any(c.get("type") == "Active" and c.get("status") == "True" for c in old.get("conditions") or [])
+        if was_active:   # the last requests just ended: KEDA saw the trigger active at its previous poll
+            status["lastActiveTime"] = now()
+        elif old.get("lastActiveTime"):
             status["lastActiveTime"] = old["lastActiveTime"]
-        since = _parse_time(old.get("lastActiveTime")) or (
+        since = _parse_time(status.get("lastActiveTime")) or (
             (_parse_time(meta.get("creationTimestamp")) or time.time()) + float(spec.get("initialCooldownPeriod") or 0))
         cooldown = serving.idle_seconds(self.dyn, float(spec.get("cooldownPeriod") or DEFAULT_COOLDOWN))
         idle = spec.get("idleReplicaCount")
