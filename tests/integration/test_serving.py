@@ -148,9 +148,13 @@ def set_requests(dc, names, value):
 
 
 def running_pods(dc, model):
-    pods = dc.admin.resources.get(api_version="v1", kind="Pod").get(
-        namespace=NS, label_selector=f"serving.kserve.io/inferenceservice={model}").items
-    return [p.to_dict() for p in pods if p.status.phase == "Running" and not p.metadata.deletionTimestamp]
+    """The model's running pods: KServe's label in Standard mode, Knative's service label in Knative mode."""
+    api = dc.admin.resources.get(api_version="v1", kind="Pod")
+    pods = {}
+    for selector in (f"serving.kserve.io/inferenceservice={model}", f"serving.knative.dev/service={model}-predictor"):
+        for p in api.get(namespace=NS, label_selector=selector).items:
+            pods[p.metadata.name] = p
+    return [p.to_dict() for p in pods.values() if p.status.phase == "Running" and not p.metadata.deletionTimestamp]
 
 
 def node_pool(dc, node):
@@ -292,3 +296,96 @@ def test_kubernetes_installs_kserve_and_keda_and_converges(kubernetes, helm_bin)
 
 def test_kubernetes_placements_scale_to_zero_and_back(kubernetes):
     check_placements_and_scale_to_zero(kubernetes, list(PLACEMENTS))
+
+
+# -- OpenShift AI 3.x: Standard mode, KEDA from the Custom Metrics Autoscaler ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def openshift_ai_3(devcluster_session):
+    dc = devcluster_session
+    dc.fleet("serving-openshift-ai-3", fresh=True)
+    dc.clear_knobs()
+    prepare_pools(dc)
+    yield dc
+    dc.clear_knobs()
+
+
+def test_openshift_ai_3_installs_through_olm_and_converges(openshift_ai_3, helm_bin):
+    dc = openshift_ai_3
+    out = converge_and_check(dc, helm_bin, "openshift-ai-3", {"Standard"})
+    installed = [r["item"]["package"] for r in task(out, "Install the operators")["results"]]
+    assert installed == ["openshift-custom-metrics-autoscaler-operator", "rhods-operator"]
+    dsc = dc.admin.resources.get(api_version="datasciencecluster.opendatahub.io/v2", kind="DataScienceCluster").get(
+        name="default-dsc").to_dict()
+    assert dsc["spec"]["components"]["kserve"]["managementState"] == "Managed"
+    dc.admin.resources.get(api_version="keda.sh/v1alpha1", kind="KedaController").get(name="keda",
+                                                                                         namespace="openshift-keda")
+    assert isvcs(dc)["llama-8b-dra"]["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "keda"
+
+
+def test_openshift_ai_3_refuses_knative_mode(openshift_ai_3, helm_bin):
+    dc = openshift_ai_3
+    mark = dc.audit.mark()
+    out, dummy, dummy2 = run(dc, helm_bin, mode="knative")
+    assert "removed Serverless (Knative) mode" in failure(out)["msg"]
+    assert dc.audit.writes(mark) == []
+
+
+def test_openshift_ai_3_placements_scale_to_zero_and_back(openshift_ai_3):
+    check_placements_and_scale_to_zero(openshift_ai_3, list(PLACEMENTS))
+
+
+# -- OpenShift AI 2.x: Knative (Serverless) mode ------------------------------------------------------------------
+
+
+def models_2x(**changes):
+    """On 2.x the claim runs in RawDeployment mode (Knative refuses claims) with the HPA: at least one replica."""
+    base = {"llama-8b-dra": {"mode": "standard", "min_replicas": 1}}
+    for name, fields in changes.items():
+        base[name] = dict(base.get(name, {}), **fields)
+    return models_with(**base)
+
+
+@pytest.fixture(scope="module")
+def openshift_ai_2(devcluster_session):
+    dc = devcluster_session
+    dc.fleet("serving-openshift-ai-2", fresh=True)
+    dc.clear_knobs()
+    prepare_pools(dc)
+    yield dc
+    dc.clear_knobs()
+
+
+def test_openshift_ai_2_refusals_write_nothing(openshift_ai_2, helm_bin):
+    check_refusals(openshift_ai_2, helm_bin, KNATIVE_REFUSALS, build=models_2x)
+
+
+def test_openshift_ai_2_installs_serverless_and_converges(openshift_ai_2, helm_bin):
+    dc = openshift_ai_2
+    global_models = models_2x()
+    mark = dc.audit.mark()
+    out, stats, dummy = run(dc, helm_bin, "--check", models=global_models, openshift_ai={"channel": "stable"})
+    assert not failure(out), failure(out)
+    assert dc.audit.writes(mark) == []
+    out, stats, seconds = run(dc, helm_bin, models=global_models, openshift_ai={"channel": "stable"})
+    assert not failure(out), failure(out)
+    print(f"\nopenshift-ai-2: converged in {seconds:.1f} s")
+    installed = [r["item"]["package"] for r in task(out, "Install the operators")["results"]]
+    assert installed == ["servicemeshoperator", "serverless-operator", "authorino-operator", "rhods-operator"]
+    live = isvcs(dc)
+    assert live["bge-large"]["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "Serverless"
+    assert live["bge-large"]["metadata"]["annotations"][
+        "autoscaling.knative.dev/scale-to-zero-pod-retention-period"] == "5m"
+    assert live["bge-large"]["metadata"]["annotations"]["serving.knative.dev/progress-deadline"] == "1800s"
+    assert live["llama-8b-dra"]["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "RawDeployment"
+    for obj in live.values():
+        ready = [c for c in obj["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready and ready[0]["status"] == "True", obj["status"]
+    mark = dc.audit.mark()
+    again, stats, dummy = run(dc, helm_bin, models=global_models, openshift_ai={"channel": "stable"})
+    assert stats["changed"] == 0 and dc.audit.writes(mark) == []
+
+
+def test_openshift_ai_2_placements_scale_to_zero_and_back(openshift_ai_2):
+    check_placements_and_scale_to_zero(openshift_ai_2, ["bge-large", "llama-8b", "llama-70b"])
