@@ -129,3 +129,42 @@ def load(dyn, folder: Path, timeout: float = 60, skip=()) -> int:
             raise RuntimeError(f"CRDs not Established after {timeout:.0f} s: {', '.join(pending)}")
         stale = True
         time.sleep(0.2)
+
+
+def ensure(dyn, files, transform=None, timeout: float = 120) -> list:
+    """Create the CRDs of `files` that do not exist (as OLM installs a CSV's owned CRDs, or an operator its
+    components'), `transform(doc)` applied to each first; wait until each is served. Returns the names created."""
+    api = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    present = {m.name for m in _metadata(dyn)}
+    todo = [p for p in files if crd_name(p) not in present]
+    created = []
+    for path in todo:
+        doc = yaml.load(path.read_text(), Loader=_Loader)
+        if transform:
+            doc = transform(doc)
+        try:
+            api.create(body=doc)
+            created.append(doc["metadata"]["name"])
+        except Exception as e:  # another simulator created it meanwhile
+            if getattr(e, "status", None) != 409:
+                raise
+    deadline = time.monotonic() + timeout
+    for path in todo:
+        plural, group = crd_name(path).split(".", 1)
+        while not _served(dyn, group, plural):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"CRD {plural}.{group} not served after {timeout:.0f} s")
+            time.sleep(0.3)
+    return created
+
+
+def _served(dyn, group: str, plural: str) -> bool:
+    try:
+        versions = [v["version"] for v in dyn.request("get", f"/apis/{group}").to_dict().get("versions") or []]
+        for v in versions:
+            resources = dyn.request("get", f"/apis/{group}/{v}").to_dict().get("resources") or []
+            if any(r["name"] == plural for r in resources):
+                return True
+    except Exception:  # the group is not served yet
+        return False
+    return False

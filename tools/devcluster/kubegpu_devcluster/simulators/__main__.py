@@ -17,11 +17,12 @@ from .knative import KnativeSimulator
 from .kserve import KServeSimulator
 from .mig_manager import MigManagerSimulator
 from .olm import OlmSimulator
+from .openshift_ai import OpenShiftAISimulator
 
 SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator, "mig-manager": MigManagerSimulator,
               "device-plugin": DevicePluginSimulator, "dra-plugin": DraPluginSimulator,
               "kserve": KServeSimulator, "keda": KedaSimulator, "knative": KnativeSimulator,
-              "cert-manager": CertManagerSimulator}
+              "cert-manager": CertManagerSimulator, "openshift-ai": OpenShiftAISimulator}
 
 
 def main() -> None:

@@ -18,9 +18,8 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 KNOBS_NAMESPACE = "kubegpu-devcluster"
 KNOBS_CONFIGMAP = "simulator-knobs"
-# A watched kind whose CRD is not installed yet (an operator or a chart brings it): look again this often. Each
-# look is a discovery refresh, so not every half second.
-MISSING_KIND_RETRY = 3.0
+# A watched kind whose CRD is not installed yet (an operator or a chart brings it): look again this often.
+MISSING_KIND_RETRY = 2.0
 log = logging.getLogger("simulators")
 
 
@@ -106,13 +105,27 @@ class Simulator:
                     if self._stop.is_set():
                         return
             except ResourceNotFoundError:
-                time.sleep(MISSING_KIND_RETRY)
+                self._wait_served(kind)
             except Exception as e:  # the API server restarted or the watch expired: list again
                 log.debug("%s: watch %s restarts: %s", self.name, kind, e)
                 if getattr(e, "status", None) == 404:   # the CRD was deleted: discovery is stale
                     self.dyn.resources.invalidate_cache()
                     time.sleep(MISSING_KIND_RETRY)
                 time.sleep(0.5)
+
+    def _wait_served(self, kind: str) -> None:
+        """Until the API server serves `kind` (its CRD installed): one small discovery request per look, and the
+        client's discovery cache refreshed only once it is there."""
+        api_version = self.watches.get(kind) or self.extra_kinds[kind]
+        while not self._stop.is_set():
+            try:
+                found = self.dyn.request("get", f"/apis/{api_version}").to_dict().get("resources") or []
+                if any(r.get("kind") == kind for r in found):
+                    self.dyn.resources.invalidate_cache()
+                    return
+            except Exception:  # the group is not served at all yet
+                pass
+            time.sleep(MISSING_KIND_RETRY)
 
     def _work(self) -> None:
         while not self._stop.is_set():
