@@ -184,12 +184,12 @@ KNATIVE_REFUSALS = [
 ]
 
 
-def check_refusals(dc, helm_bin, refusals=REFUSALS, build=models_with):
+def check_refusals(dc, helm_bin, refusals=REFUSALS, build=models_with, **settings):
     """Each refusal: the run stops at the platform step with the message, and nothing is written."""
     for what, changes, message in refusals:
         models = build(**changes)
         mark = dc.audit.mark()
-        out, stats, dummy = run(dc, helm_bin, models=models)
+        out, stats, dummy = run(dc, helm_bin, models=models, **settings)
         failed = failure(out)
         assert failed and message in failed["msg"], (what, failed and failed["msg"])
         assert _name_of_failed(out).startswith("Detect the serving platform"), what
@@ -358,17 +358,17 @@ def openshift_ai_2(devcluster_session):
 
 
 def test_openshift_ai_2_refusals_write_nothing(openshift_ai_2, helm_bin):
-    check_refusals(openshift_ai_2, helm_bin, KNATIVE_REFUSALS, build=models_2x)
+    check_refusals(openshift_ai_2, helm_bin, KNATIVE_REFUSALS, build=models_2x, openshift_ai={"channel": "stable"})
 
 
 def test_openshift_ai_2_installs_serverless_and_converges(openshift_ai_2, helm_bin):
     dc = openshift_ai_2
-    global_models = models_2x()
+    models_2 = models_2x()
     mark = dc.audit.mark()
-    out, stats, dummy = run(dc, helm_bin, "--check", models=global_models, openshift_ai={"channel": "stable"})
+    out, stats, dummy = run(dc, helm_bin, "--check", models=models_2, openshift_ai={"channel": "stable"})
     assert not failure(out), failure(out)
     assert dc.audit.writes(mark) == []
-    out, stats, seconds = run(dc, helm_bin, models=global_models, openshift_ai={"channel": "stable"})
+    out, stats, seconds = run(dc, helm_bin, models=models_2, openshift_ai={"channel": "stable"})
     assert not failure(out), failure(out)
     print(f"\nopenshift-ai-2: converged in {seconds:.1f} s")
     installed = [r["item"]["package"] for r in task(out, "Install the operators")["results"]]
@@ -383,7 +383,7 @@ def test_openshift_ai_2_installs_serverless_and_converges(openshift_ai_2, helm_b
         ready = [c for c in obj["status"]["conditions"] if c["type"] == "Ready"]
         assert ready and ready[0]["status"] == "True", obj["status"]
     mark = dc.audit.mark()
-    again, stats, dummy = run(dc, helm_bin, models=global_models, openshift_ai={"channel": "stable"})
+    again, stats, dummy = run(dc, helm_bin, models=models_2, openshift_ai={"channel": "stable"})
     assert stats["changed"] == 0 and dc.audit.writes(mark) == []
 
 
