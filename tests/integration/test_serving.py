@@ -322,6 +322,11 @@ def test_openshift_ai_3_installs_through_olm_and_converges(openshift_ai_3, helm_
     dc.admin.resources.get(api_version="keda.sh/v1alpha1", kind="KedaController").get(name="keda",
                                                                                          namespace="openshift-keda")
     assert isvcs(dc)["llama-8b-dra"]["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "keda"
+    # The report shows each served model with where it runs.
+    served = dc.module("gpu_cluster_info")["serving"]["models"]
+    assert [(m["name"], m["pool"] or m["claim_template"], m["ready"]) for m in served] == [
+        ("llm/bge-large", "embed-l40s", True), ("llm/llama-70b", "whole-a100", True), ("llm/llama-8b", "llm-h100", True),
+        ("llm/llama-8b-dra", "gpu-80g", True)]
 
 
 def test_openshift_ai_3_refuses_knative_mode(openshift_ai_3, helm_bin):
