@@ -298,6 +298,18 @@ def test_kubernetes_placements_scale_to_zero_and_back(kubernetes):
     check_placements_and_scale_to_zero(kubernetes, list(PLACEMENTS))
 
 
+def uninstall_operators(dc):
+    """Take the operators out (Subscriptions, then CSVs), as an uninstall would, so that the next fleet starts
+    without them: the OpenShift AI simulator brings a Succeeded CSV's CRDs back, which a fleet switch deletes."""
+    for kind in ("Subscription", "ClusterServiceVersion"):
+        api = dc.admin.resources.get(api_version="operators.coreos.com/v1alpha1", kind=kind)
+        for item in api.get().items:
+            api.delete(name=item.metadata.name, namespace=item.metadata.namespace)
+    wait_for(lambda: not dc.admin.resources.get(api_version="operators.coreos.com/v1alpha1",
+                                                kind="ClusterServiceVersion").get().items,
+             timeout=30, what="the CSVs to be deleted")
+
+
 # -- OpenShift AI 3.x: Standard mode, KEDA from the Custom Metrics Autoscaler ------------------------------------------
 
 
@@ -309,6 +321,7 @@ def openshift_ai_3(devcluster_session):
     prepare_pools(dc)
     yield dc
     dc.clear_knobs()
+    uninstall_operators(dc)
 
 
 def test_openshift_ai_3_installs_through_olm_and_converges(openshift_ai_3, helm_bin):
@@ -360,6 +373,7 @@ def openshift_ai_2(devcluster_session):
     prepare_pools(dc)
     yield dc
     dc.clear_knobs()
+    uninstall_operators(dc)
 
 
 def test_openshift_ai_2_refusals_write_nothing(openshift_ai_2, helm_bin):
