@@ -298,16 +298,27 @@ def test_kubernetes_placements_scale_to_zero_and_back(kubernetes):
     check_placements_and_scale_to_zero(kubernetes, list(PLACEMENTS))
 
 
-def uninstall_operators(dc):
-    """Take the operators out (Subscriptions, then CSVs), as an uninstall would, so that the next fleet starts
-    without them: the OpenShift AI simulator brings a Succeeded CSV's CRDs back, which a fleet switch deletes."""
-    for kind in ("Subscription", "ClusterServiceVersion"):
-        api = dc.admin.resources.get(api_version="operators.coreos.com/v1alpha1", kind=kind)
-        for item in api.get().items:
-            api.delete(name=item.metadata.name, namespace=item.metadata.namespace)
-    wait_for(lambda: not dc.admin.resources.get(api_version="operators.coreos.com/v1alpha1",
-                                                kind="ClusterServiceVersion").get().items,
-             timeout=30, what="the CSVs to be deleted")
+SERVING_PACKAGES = ("rhods-operator", "serverless-operator", "servicemeshoperator", "authorino-operator",
+                    "openshift-custom-metrics-autoscaler-operator")
+SERVING_CSVS = ("rhods-operator.", "serverless-operator.", "servicemeshoperator.", "authorino-operator.",
+                "custom-metrics-autoscaler.")
+
+
+def uninstall_serving_operators(dc):
+    """Take the serving stack's operators out (Subscriptions, then CSVs), as an uninstall would, before a fleet
+    switch: the OpenShift AI simulator brings a Succeeded CSV's CRDs back, which the switch deletes."""
+    olm = "operators.coreos.com/v1alpha1"
+    subs = dc.admin.resources.get(api_version=olm, kind="Subscription")
+    for item in subs.get().items:
+        if item.spec.name in SERVING_PACKAGES:
+            subs.delete(name=item.metadata.name, namespace=item.metadata.namespace)
+    csvs = dc.admin.resources.get(api_version=olm, kind="ClusterServiceVersion")
+
+    def ours():
+        return [c for c in csvs.get().items if c.metadata.name.startswith(SERVING_CSVS)]
+    for item in ours():
+        csvs.delete(name=item.metadata.name, namespace=item.metadata.namespace)
+    wait_for(lambda: not ours(), timeout=30, what="the serving operators' CSVs to be deleted")
 
 
 # -- OpenShift AI 3.x: Standard mode, KEDA from the Custom Metrics Autoscaler ------------------------------------------
@@ -316,12 +327,12 @@ def uninstall_operators(dc):
 @pytest.fixture(scope="module")
 def openshift_ai_3(devcluster_session):
     dc = devcluster_session
+    uninstall_serving_operators(dc)
     dc.fleet("serving-openshift-ai-3", fresh=True)
     dc.clear_knobs()
     prepare_pools(dc)
     yield dc
     dc.clear_knobs()
-    uninstall_operators(dc)
 
 
 def test_openshift_ai_3_installs_through_olm_and_converges(openshift_ai_3, helm_bin):
@@ -368,12 +379,12 @@ def models_2x(**changes):
 @pytest.fixture(scope="module")
 def openshift_ai_2(devcluster_session):
     dc = devcluster_session
+    uninstall_serving_operators(dc)
     dc.fleet("serving-openshift-ai-2", fresh=True)
     dc.clear_knobs()
     prepare_pools(dc)
     yield dc
     dc.clear_knobs()
-    uninstall_operators(dc)
 
 
 def test_openshift_ai_2_refusals_write_nothing(openshift_ai_2, helm_bin):
