@@ -37,7 +37,7 @@ __metaclass__ = type
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 GIB = 2 ** 30
 MIB = 2 ** 20

@@ -186,6 +186,20 @@ def test_requested_units_above_the_fewest_are_honoured():
     assert (result["units"], result["vllm"]["tensor_parallel_size"]) == (4, 4)
 
 
+@pytest.mark.parametrize("requested, message", [
+    ({"resource_name": "nvidia.com/mig-3g.40gb", "units": 2},
+     "requested {resource_name: nvidia.com/mig-3g.40gb, units: 2} on 2 units: pool 'llm-h100' nvidia.com/mig-3g.40gb "
+     "(H100-80GB, 3g.40gb, 39.4 GiB) gives exactly 1 unit per pod (sizes vLLM's tensor parallelism accepts for this "
+     "model: 1)"),
+    ({"pool": "big-h100", "units": 3},
+     "gives 1 to 8 units per pod (sizes vLLM's tensor parallelism accepts for this model: 1, 2, 4, 8)"),
+])
+def test_requested_units_outside_the_slice(requested, message):
+    with pytest.raises(SizingError) as err:
+        fit(llama_8b(), SLICES, requested)
+    assert message in str(err.value)
+
+
 def test_allowed_units_follow_the_attention_heads():
     big = [item for item in SLICES if item.pool == "big-h100"][0]
     assert allowed_units(llama_70b(), big) == [1, 2, 4, 8]

@@ -25,8 +25,8 @@ L40S = 46068 * MIB
 SELECTOR = {"matchLabels": {"kubegpu.io/test": "yes"}}
 
 
-def pool(name, sharing, selector=SELECTOR):
-    return {"name": name, "selector": selector, "sharing": sharing}
+def pool(name, sharing, selector=None):
+    return {"name": name, "selector": selector or SELECTOR, "sharing": sharing}
 
 
 def slices_of(sharing, gpu="H100-80GB", gpus_per_node=8):
