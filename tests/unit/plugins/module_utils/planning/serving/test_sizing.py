@@ -235,3 +235,12 @@ def test_refusals(kwargs, message):
 def test_context_above_the_model_is_noted():
     need = size_model(precision="bf16", context=200000, hf_config=LLAMA_31_8B)
     assert any("above the model's max_position_embeddings 131072" in text for text in need.assumptions)
+
+
+def test_kind_override_sizes_a_decoder_embedding_model_as_an_encoder():
+    # A decoder architecture served for embeddings can be sized without a KV cache when asked.
+    need = size_model(precision="bf16", context=512, concurrency=8, hf_config=LLAMA_31_8B, kind="encoder")
+    assert (need.kind, need.kv_cache, need.cuda_graphs) == (ENCODER, 0, 0)
+    # Its parameters keep the decoder's layout.
+    assert need.parameters == 8030261248
+    assert model_architecture(hf_config=BGE_LARGE, kind="decoder").kind == DECODER
