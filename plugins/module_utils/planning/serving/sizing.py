@@ -132,8 +132,9 @@ class Architecture:
 
     def to_dict(self):
         """The known fields, as a plain dict."""
+        flags = ("tie_word_embeddings", "gated_mlp", "bert_like")
         return dict((name, getattr(self, name)) for name in self.__dataclass_fields__
-                    if getattr(self, name) not in (None, 0) or name in ("tie_word_embeddings", "gated_mlp", "bert_like"))
+                    if getattr(self, name) not in (None, 0) or name in flags)
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,8 @@ def test_70b_fp16_refused_on_one_h100():
     assert str(err.value).startswith(
         "model does not fit pool 'big-h100' nvidia.com/gpu (H100-80GB, 79.6 GiB): it needs 137.3 GiB (weights 131.4 + "
         "kv_cache 2.5 + activations 1.4 + cuda_context 1.0 + cuda_graphs 1.0) per unit on 1 unit (fp16, 8192 tokens of "
-        "context x 1 sequences) with 5% headroom; it offers 79.6 GiB per unit (95% usable: 75.7 GiB), at most 8 per pod; "
+        "context x 1 sequences) with 5% headroom; it offers 79.6 GiB per unit (95% usable: 75.7 GiB), at most 8 "
+        "per pod; "
         "slices that fit: pool 'big-h100' nvidia.com/gpu (H100-80GB, 79.6 GiB) x2")
 
 
