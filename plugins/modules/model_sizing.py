@@ -155,8 +155,8 @@ need:
     tokens: 32768
     kv_cache_bytes_per_token: 131072
     terms: {weights: {bytes: 16060522496, gib: 14.96}, kv_cache: {bytes: 4294967296, gib: 4.0}}
-    total_bytes: 23253221376
-    total_gib: 21.66
+    total_bytes: 23245275136
+    total_gib: 21.65
     assumptions: ["parameters estimated from the architecture: 8.03B"]
 slices:
   description: Every slice offered (pools, claim templates and given slices), memory per unit in bytes and GiB.
@@ -176,7 +176,7 @@ fit:
   sample:
     slice: {pool: llm-h100, resource_name: nvidia.com/mig-3g.40gb, memory_gib: 39.38}
     units: 1
-    need_per_unit_gib: 21.66
+    need_per_unit_gib: 21.65
     gpu_memory_utilization: 0.58
     vllm: {max_model_len: 8192, gpu_memory_utilization: 0.58, max_num_seqs: 4, tensor_parallel_size: 1}
     vllm_args: ["--max-model-len", "8192", "--gpu-memory-utilization", "0.58", "--max-num-seqs", "4"]

@@ -80,12 +80,26 @@ def fit(need, slices, requested=None):
     for option in options:
         if option["slice"] in wanted and request.get("units") in (None, option["units"]):
             return _result(need, option, options, too_small)
-    if request.get("units") is not None:
-        for item in wanted:
-            option = _option(need, item, request["units"])
-            if option is not None and option["fits"]:
+    units = request.get("units")
+    if units is not None:
+        allowed = [item for item in wanted if units in allowed_units(need, item)]
+        if not allowed:
+            raise SizingError(
+                "requested %s on %d units: %s gives %s per pod (sizes vLLM's tensor parallelism accepts for this "
+                "model: %s)" % (_request_text(request), units, wanted[0].label(), _unit_range(wanted[0]),
+                                ", ".join(str(count) for count in allowed_units(need, wanted[0])) or "none"))
+        for item in allowed:
+            option = _option(need, item, units)
+            if option["fits"]:
                 return _result(need, option, options, too_small)
+        wanted = allowed
     raise SizingError(_refusal(need, wanted[0], request, options))
+
+
+def _unit_range(item):
+    if item.min_units_per_pod == item.max_units_per_pod:
+        return "exactly %d unit%s" % (item.min_units_per_pod, "" if item.min_units_per_pod == 1 else "s")
+    return "%d to %d units" % (item.min_units_per_pod, item.max_units_per_pod)
 
 
 def allowed_units(need, item):

@@ -37,7 +37,7 @@ __metaclass__ = type
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 GIB = 2 ** 30
 MIB = 2 ** 20
@@ -127,11 +127,14 @@ class Architecture:
     kv_lora_rank: Optional[int] = None
     qk_rope_head_dim: int = 0
     gated_mlp: bool = True
+    # The parameter layout: BERT-like (encoder_only model types) or a decoder's, whatever kind it is served as.
+    bert_like: bool = False
 
     def to_dict(self):
         """The known fields, as a plain dict."""
+        flags = ("tie_word_embeddings", "gated_mlp", "bert_like")
         return dict((name, getattr(self, name)) for name in self.__dataclass_fields__
-                    if getattr(self, name) not in (None, 0) or name in ("tie_word_embeddings", "gated_mlp"))
+                    if getattr(self, name) not in (None, 0) or name in flags)
 
 
 @dataclass(frozen=True)
@@ -231,8 +234,9 @@ def model_architecture(architecture=None, hf_config=None, kind=None):
                               "num_key_value_heads, head_dim, ...)" % (name, source))
         merged.update(_flatten(source))
     model_type = merged.get("model_type")
+    bert_like = _looks_encoder(merged)
     if kind is None:
-        kind = ENCODER if _looks_encoder(merged) else DECODER
+        kind = ENCODER if bert_like else DECODER
     if kind not in KINDS:
         raise SizingError("kind is %r; expected decoder (LLMs) or encoder (embedding / reranker models)" % (kind,))
     values = dict((name, _whole(merged, name)) for name in (
@@ -255,7 +259,8 @@ def model_architecture(architecture=None, hf_config=None, kind=None):
         type_vocab_size=_whole(merged, "type_vocab_size") or 0,
         num_experts=experts,
         qk_rope_head_dim=_whole(merged, "qk_rope_head_dim") or 0,
-        gated_mlp=kind == DECODER and model_type not in _UNGATED_MODEL_TYPES,
+        gated_mlp=not bert_like and model_type not in _UNGATED_MODEL_TYPES,
+        bert_like=bert_like,
         **values
     )
 
@@ -300,12 +305,13 @@ def _whole(config, name):
 def estimate_parameters(arch):
     """Return (parameters, embedding parameters) estimated from an Architecture.
 
-    Decoders: token embeddings (vocab x hidden), an lm_head of the same size unless tied, and per
-    layer the attention projections (q, o: hidden x heads x head_dim; k, v: hidden x kv_heads x
+    Decoder layouts: token embeddings (vocab x hidden), an lm_head of the same size unless tied, and
+    per layer the attention projections (q, o: hidden x heads x head_dim; k, v: hidden x kv_heads x
     head_dim), the MLP (gate + up + down, 3 x hidden x intermediate, times the experts of an MoE;
-    2 matrices for ungated MLPs) and two norms. Encoders (BERT-like): token, position and type
-    embeddings; per layer 4 hidden^2 attention, 2 hidden x intermediate MLP with biases and two
-    layer norms; the pooler. Raises SizingError naming the keys it lacks.
+    2 matrices for ungated MLPs) and two norms. BERT-like layouts (arch.bert_like): token, position
+    and type embeddings; per layer 4 hidden^2 attention, 2 hidden x intermediate MLP with biases and
+    two layer norms; the pooler. The layout follows the model type, not the kind it is served as.
+    Raises SizingError naming the keys it lacks.
     """
     needed = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
     missing = [name for name in needed if getattr(arch, name) is None]
@@ -315,7 +321,7 @@ def estimate_parameters(arch):
             "model card's count), or the model's config.json as hf_config" % ", ".join(missing))
     hidden, layers, vocab = arch.hidden_size, arch.num_hidden_layers, arch.vocab_size
     intermediate = arch.intermediate_size or 4 * hidden
-    if arch.kind == ENCODER:
+    if arch.bert_like:
         embeddings = (vocab + (arch.max_position_embeddings or 0) + arch.type_vocab_size) * hidden
         layer = 4 * hidden * hidden + 4 * hidden + 2 * hidden * intermediate + intermediate + hidden + 4 * hidden
         return embeddings + layers * layer + hidden * hidden + hidden, embeddings
@@ -368,7 +374,7 @@ def size_model(parameters=None, precision=None, context=None, concurrency=1, arc
         parameters = _positive("parameters", parameters, "the model's parameter count (e.g. 8030261248)")
         if arch.vocab_size and arch.hidden_size:
             embedding_parameters = arch.vocab_size * arch.hidden_size * (
-                1 if arch.tie_word_embeddings or arch.kind == ENCODER else 2)
+                1 if arch.tie_word_embeddings or arch.bert_like else 2)
     per_parameter = PRECISIONS[precision]
     if precision in _QUANTIZED and embedding_parameters:
         weights = (parameters - embedding_parameters) * per_parameter + embedding_parameters * 2

@@ -98,7 +98,8 @@ def test_70b_fp16_refused_on_one_h100():
     assert str(err.value).startswith(
         "model does not fit pool 'big-h100' nvidia.com/gpu (H100-80GB, 79.6 GiB): it needs 137.3 GiB (weights 131.4 + "
         "kv_cache 2.5 + activations 1.4 + cuda_context 1.0 + cuda_graphs 1.0) per unit on 1 unit (fp16, 8192 tokens of "
-        "context x 1 sequences) with 5% headroom; it offers 79.6 GiB per unit (95% usable: 75.7 GiB), at most 8 per pod; "
+        "context x 1 sequences) with 5% headroom; it offers 79.6 GiB per unit (95% usable: 75.7 GiB), at most 8 "
+        "per pod; "
         "slices that fit: pool 'big-h100' nvidia.com/gpu (H100-80GB, 79.6 GiB) x2")
 
 
@@ -184,6 +185,20 @@ def test_no_slices():
 def test_requested_units_above_the_fewest_are_honoured():
     result = fit(llama_8b(), SLICES, {"pool": "big-h100", "units": 4})
     assert (result["units"], result["vllm"]["tensor_parallel_size"]) == (4, 4)
+
+
+@pytest.mark.parametrize("requested, message", [
+    ({"resource_name": "nvidia.com/mig-3g.40gb", "units": 2},
+     "requested {resource_name: nvidia.com/mig-3g.40gb, units: 2} on 2 units: pool 'llm-h100' nvidia.com/mig-3g.40gb "
+     "(H100-80GB, 3g.40gb, 39.4 GiB) gives exactly 1 unit per pod (sizes vLLM's tensor parallelism accepts for this "
+     "model: 1)"),
+    ({"pool": "big-h100", "units": 3},
+     "gives 1 to 8 units per pod (sizes vLLM's tensor parallelism accepts for this model: 1, 2, 4, 8)"),
+])
+def test_requested_units_outside_the_slice(requested, message):
+    with pytest.raises(SizingError) as err:
+        fit(llama_8b(), SLICES, requested)
+    assert message in str(err.value)
 
 
 def test_allowed_units_follow_the_attention_heads():

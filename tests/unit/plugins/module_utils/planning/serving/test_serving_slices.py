@@ -11,6 +11,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_cata
     LayoutError,
     profile_memory_mib,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import physical_gpus
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import MIB, SizingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.slices import (
@@ -25,8 +26,8 @@ L40S = 46068 * MIB
 SELECTOR = {"matchLabels": {"kubegpu.io/test": "yes"}}
 
 
-def pool(name, sharing, selector=SELECTOR):
-    return {"name": name, "selector": selector, "sharing": sharing}
+def pool(name, sharing, selector=None):
+    return {"name": name, "selector": selector or SELECTOR, "sharing": sharing}
 
 
 def slices_of(sharing, gpu="H100-80GB", gpus_per_node=8):
@@ -127,7 +128,8 @@ def test_hardware_from_the_selector():
      "hardware['p'].gpus_per_node is 0"),
     ([pool("p", {"strategy": "none"})], {"p": {"gpu": "L4"}}, SizingError,
      "hardware['p'] is {'gpu': 'L4'}; expected {gpu: <model key or gpu.product>, gpus_per_node: N}"),
-    ([pool("p", {"strategy": "mig", "mig": {"layout": {"3g.40gb": 3}}})], {"p": {"gpu": "H100-80GB", "gpus_per_node": 1}},
+    ([pool("p", {"strategy": "mig", "mig": {"layout": {"3g.40gb": 3}}})],
+     {"p": {"gpu": "H100-80GB", "gpus_per_node": 1}},
      SizingError, "pool 'p': H100-80GB: layout {3g.40gb: 3} needs 12 memory slices"),
     ([pool("p", {"strategy": "none"})], {"p": {"gpu": "A40", "gpus_per_node": 1}}, SizingError,
      "pool 'p': the memory of A40 is not in the collection's GPU table"),
@@ -208,3 +210,17 @@ def test_profile_memory(key, profile, mib):
 def test_profile_memory_refuses_unknown_profiles():
     with pytest.raises(LayoutError):
         profile_memory_mib(model_for_key("H100-80GB"), "3g.20gb")
+
+
+@pytest.mark.parametrize("labels, annotations, gpus", [
+    ({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}, {}, 8),
+    # MIG strategy single: gpu.count counts MIG devices; all-3g.40gb puts two on each GPU.
+    ({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb", "nvidia.com/gpu.count": "16",
+      "nvidia.com/mig.config": "all-3g.40gb"}, {}, 8),
+    ({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-INVALID", "nvidia.com/gpu.count": "0"},
+     {"kubegpu.io/gpu-count": "4"}, 4),
+    ({"nvidia.com/gpu.count": "8"}, {}, None),
+])
+def test_physical_gpus_of_a_node(labels, annotations, gpus):
+    the_node = {"metadata": {"name": "n", "labels": labels, "annotations": annotations}}
+    assert physical_gpus(the_node) == gpus

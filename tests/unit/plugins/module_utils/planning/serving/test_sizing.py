@@ -216,12 +216,12 @@ def test_mixture_of_experts_and_mla():
     ({"kv_cache_dtype": "int8", "context": 10, "hf_config": LLAMA_31_8B}, "kv_cache_dtype is 'int8'"),
     ({"context": 0, "hf_config": LLAMA_31_8B}, "context is 0; expected a whole number >= 1"),
     ({"concurrency": -1, "context": 10, "hf_config": LLAMA_31_8B}, "concurrency is -1"),
-    ({"parameters": 8e9, "context": 10}, "the KV cache cannot be sized: the architecture lacks num_hidden_layers, "
-                                         "num_key_value_heads, head_dim"),
-    ({"context": 10, "architecture": {"num_hidden_layers": 32}}, "parameters is not given and cannot be estimated: the "
-                                                                  "architecture lacks hidden_size"),
-    ({"hf_config": {"num_hidden_layers": 32}}, "context is not given and the architecture has no "
-                                               "max_position_embeddings"),
+    ({"parameters": 8e9, "context": 10},
+     "the KV cache cannot be sized: the architecture lacks num_hidden_layers, num_key_value_heads, head_dim"),
+    ({"context": 10, "architecture": {"num_hidden_layers": 32}},
+     "parameters is not given and cannot be estimated: the architecture lacks hidden_size"),
+    ({"hf_config": {"num_hidden_layers": 32}},
+     "context is not given and the architecture has no max_position_embeddings"),
     ({"context": 10, "hf_config": dict(LLAMA_31_8B, num_hidden_layers="32")}, "num_hidden_layers is '32'"),
     ({"context": 10, "hf_config": LLAMA_31_8B, "kind": "seq2seq"}, "kind is 'seq2seq'; expected decoder"),
     ({"context": 10, "hf_config": ["not", "a", "dict"]}, "hf_config is ['not', 'a', 'dict']; expected a mapping"),
@@ -235,3 +235,12 @@ def test_refusals(kwargs, message):
 def test_context_above_the_model_is_noted():
     need = size_model(precision="bf16", context=200000, hf_config=LLAMA_31_8B)
     assert any("above the model's max_position_embeddings 131072" in text for text in need.assumptions)
+
+
+def test_kind_override_sizes_a_decoder_embedding_model_as_an_encoder():
+    # A decoder architecture served for embeddings can be sized without a KV cache when asked.
+    need = size_model(precision="bf16", context=512, concurrency=8, hf_config=LLAMA_31_8B, kind="encoder")
+    assert (need.kind, need.kv_cache, need.cuda_graphs) == (ENCODER, 0, 0)
+    # Its parameters keep the decoder's layout.
+    assert need.parameters == 8030261248
+    assert model_architecture(hf_config=BGE_LARGE, kind="decoder").kind == DECODER
