@@ -51,7 +51,8 @@ def populate(state: Path, fleet_file: Path, server: str, replace: bool = False) 
         # CRDs an earlier fleet went without (or whose operator simulator removed them) come back, except those
         # this fleet's platform installs itself.
         crds.wait_gone(dyn, crds.terminating(dyn))
-        crds.load(dyn, paths.crds_dir(), skip=f.without_crds)
+        if crds.missing(dyn, paths.crds_dir(), skip=f.without_crds):
+            crds.load(dyn, paths.crds_dir(), skip=f.without_crds)
     if f.without_crds:
         crds.remove(dyn, paths.crds_dir(), f.without_crds)
         dyn.resources.invalidate_cache()

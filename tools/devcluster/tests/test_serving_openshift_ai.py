@@ -69,7 +69,8 @@ def ready_phase(c: Cluster, api_version: str, kind: str, name: str) -> dict | No
 
 class TestOpenShiftAI3:
     @pytest.fixture(scope="class")
-    def oc(self):
+    @classmethod
+    def oc(cls):
         state, c = start("serving-openshift-ai-3.yaml", "serving-ai3-cluster")
         yield c
         cluster.down(state)
@@ -83,6 +84,20 @@ class TestOpenShiftAI3:
         dsci = wait_for(lambda: ready_phase(oc, "dscinitialization.opendatahub.io/v2", "DSCInitialization",
                                             "default-dsci"), what="default DSCInitialization Ready")
         assert "serviceMesh" not in dsci["spec"]
+        # 3.x refuses AcceleratorProfiles (HardwareProfile replaces them): the API server answers 422
+        profiles = oc.api("dashboard.opendatahub.io/v1", "AcceleratorProfile")
+
+        def refused():   # the policy takes a moment to be enforced once created
+            try:
+                profiles.create(namespace=APPS, body={
+                    "apiVersion": "dashboard.opendatahub.io/v1", "kind": "AcceleratorProfile",
+                    "metadata": {"name": "nvidia-gpu", "namespace": APPS},
+                    "spec": {"displayName": "NVIDIA GPU", "enabled": True, "identifier": "nvidia.com/gpu"}})
+            except Exception as e:  # the refusal
+                return str(e)
+            profiles.delete(name="nvidia-gpu", namespace=APPS)
+            return None
+        assert "HardwareProfile" in wait_for(refused, what="AcceleratorProfile refused")
         oc.api("datasciencecluster.opendatahub.io/v2", "DataScienceCluster").create(body={
             "apiVersion": "datasciencecluster.opendatahub.io/v2", "kind": "DataScienceCluster",
             "metadata": {"name": "default-dsc"}, "spec": {"components": {"kserve": {"managementState": "Managed"}}}})
@@ -135,7 +150,8 @@ def _with_runtime(c: Cluster, body: dict) -> dict:
 
 class TestOpenShiftAI2:
     @pytest.fixture(scope="class")
-    def oc(self):
+    @classmethod
+    def oc(cls):
         state, c = start("serving-openshift-ai-2.yaml", "serving-ai2-cluster")
         yield c
         cluster.down(state)

@@ -213,8 +213,8 @@ def test_unknown_runtime_and_unschedulable_pod_fail_with_reasons(sc):
 
 def _install_knative(sc: Cluster) -> None:
     """What Knative Serving's install brings: its CRDs and the knative-serving ConfigMaps."""
-    crds.load(sc.admin, paths.crds_dir(), skip=[d.name for d in paths.crds_dir().iterdir()
-                                                 if d.is_dir() and d.name != "knative"])
+    others = [d.name for d in paths.crds_dir().iterdir() if d.is_dir() and d.name != "knative"]
+    crds.load(sc.admin, paths.crds_dir(), skip=others)
     sc.admin.resources.invalidate_cache()
     sc.api("v1", "Namespace").create(body={"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": "knative-serving"}})
@@ -253,6 +253,14 @@ def test_knative_mode_scales_to_zero_and_refuses_dra_claims(sc):
     requests(sc, "llm-kn", 3)
     wait_for(lambda: [p for p in sc.pods("serving.knative.dev/revision=llm-kn-predictor-00001")
                       if (p.get("status") or {}).get("phase") == "Running"], what="Knative scale from zero")
+    # a revision whose container fails (knob): the InferenceService names Knative's reason and message
+    sc.knobs({"serving.idle_seconds": IDLE, "knative.fail_revisions": "llm-kn-bad-predictor-00001"})
+    api.create(body=isvc("llm-kn-bad", mode="Knative", autoscaler=None, gpus=1, group="gpu-l40s"), namespace=NS)
+    cond = wait_for(lambda: conditions(sc.get(ISVC, "InferenceService", "llm-kn-bad")).get("PredictorReady", {})
+                    .get("reason") == "RevisionFailed"
+                    and conditions(sc.get(ISVC, "InferenceService", "llm-kn-bad"))["PredictorReady"], what="RevisionFailed")
+    assert cond["status"] == "False" and 'Revision "llm-kn-bad-predictor-00001" failed' in cond["message"]
+    sc.knobs({"serving.idle_seconds": IDLE, "knative.fail_revisions": ""})
     # DRA claims in Knative mode: refused as Knative's webhook refuses them; no Knative Service
     claim = isvc("llm-kn-dra", mode="Knative", autoscaler=None, gpus=0, group="gpu-h200")
     claim["spec"]["predictor"]["model"]["resources"] = {"claims": [{"name": "gpu"}]}

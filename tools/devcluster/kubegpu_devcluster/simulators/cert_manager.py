@@ -5,7 +5,7 @@ shared/crds/cert-manager): a Certificate's spec.secretName gets a kubernetes.io/
 and ca.crt (annotations cert-manager.io/certificate-name, issuer-name, issuer-kind), and the Certificate
 condition Ready True (reason Ready, "Certificate is up to date and has not expired") with notBefore, notAfter,
 renewalTime and revision. Issuers: selfSigned is Ready at once; ca is Ready once its spec.ca.secretName exists
-in its namespace (ClusterIssuer: cert-manager's namespace, here the Certificate's), else Ready False
+in its namespace (ClusterIssuer: namespace cert-manager, the default cluster resource namespace), else Ready False
 (ErrGetKeyPair). A Certificate whose issuer is missing or not ready stays Ready False (reason Pending /
 "Issuing certificate as Secret does not exist") until it is. Keys are ECDSA P-256 (spec.privateKey is not
 honoured), dnsNames/commonName/isCA/duration are. The cainjector's job (webhook and APIService caBundle) is
@@ -27,6 +27,8 @@ from .framework import Simulator, log
 
 CM = "cert-manager.io/v1"
 MANAGER = "cert-manager"
+# Where ClusterIssuers find their secrets (cert-manager's --cluster-resource-namespace, by default its own).
+CLUSTER_RESOURCE_NS = "cert-manager"
 
 
 def _pem_key(key) -> bytes:
@@ -88,7 +90,7 @@ class CertManagerSimulator(Simulator):
         if kind == "Certificate":
             return self._certificate(obj.to_dict())
         issuer = obj.to_dict()
-        ready, reason, message = self._issuer_ready(issuer, key[1])
+        ready, reason, message = self._issuer_ready(issuer, key[1] or CLUSTER_RESOURCE_NS)
         self._status(kind, issuer, [serving.condition("Ready", ready, reason, message)])
         # Certificates waiting for this issuer
         for cert in self.api("Certificate").get(namespace=key[1]).items:
@@ -103,7 +105,8 @@ class CertManagerSimulator(Simulator):
         if "ca" in spec:
             secret = self.get("Secret", namespace, spec["ca"].get("secretName", ""))
             if secret is None:
-                return False, "ErrGetKeyPair", f"Error getting keypair for CA issuer: secret \"{spec['ca'].get('secretName')}\" not found"
+                secret = spec["ca"].get("secretName")
+                return False, "ErrGetKeyPair", f"Error getting keypair for CA issuer: secret \"{secret}\" not found"
             return True, "KeyPairVerified", "Signing CA verified"
         return False, "ErrInitIssuer", "issuer type not simulated (only selfSigned and ca)"
 
@@ -131,7 +134,8 @@ class CertManagerSimulator(Simulator):
         if issuer is None:
             return self._status("Certificate", cert, [pending])
         issuer = issuer.to_dict()
-        ready, dummy, dummy2 = self._issuer_ready(issuer, ns)
+        secrets_ns = ns if kind != "ClusterIssuer" else CLUSTER_RESOURCE_NS
+        ready, dummy, dummy2 = self._issuer_ready(issuer, secrets_ns)
         if not ready:
             return self._status("Certificate", cert, [pending])
         secret_name = spec["secretName"]
@@ -143,7 +147,7 @@ class CertManagerSimulator(Simulator):
         ca_pem = None
         ispec = issuer.get("spec") or {}
         if "ca" in ispec:
-            ca_secret = self.get("Secret", ns, ispec["ca"]["secretName"]).to_dict()
+            ca_secret = self.get("Secret", secrets_ns, ispec["ca"]["secretName"]).to_dict()
             data = ca_secret.get("data") or {}
             ca_pem = (base64.b64decode(data["tls.crt"]), base64.b64decode(data["tls.key"]))
         crt, key, ca, before, after = issue(spec, ca_pem)

@@ -21,6 +21,8 @@ Per ScaledObject:
   1 <-> N part is KEDA's HPA `keda-hpa-<name>` upstream; it is not created here: its metrics would come from
   KEDA's metrics server, which does not run, so the simulator scales within the range itself). Polling is
   immediate: a change of the knob acts at once, not after pollingInterval.
+- Knob keda.fail_scaledobjects: comma-separated ScaledObject names that stay Ready False
+  (ScaledObjectCheckFailed) and never scale, as when a trigger's metrics cannot be read.
 - Status: scaleTargetKind, scaleTargetGVKR, originalReplicaCount, hpaName, lastActiveTime, conditions
   Ready, Active, Fallback (False NoFallbackFound), Paused (False). Annotation autoscaling.keda.sh/paused:
   "true" leaves the target alone (Paused True).
@@ -87,7 +89,7 @@ class KedaSimulator(Simulator):
         ns, name = meta["namespace"], meta["name"]
         ref = spec.get("scaleTargetRef") or {}
         api_version, kind = ref.get("apiVersion") or "apps/v1", ref.get("kind") or "Deployment"
-        group, _, version = api_version.rpartition("/")
+        group, dummy, version = api_version.rpartition("/")
         status = {"scaleTargetKind": f"{api_version}.{kind}",
                   "scaleTargetGVKR": {"group": group, "version": version, "kind": kind,
                                       "resource": kind.lower() + "s"},
@@ -99,7 +101,10 @@ class KedaSimulator(Simulator):
         except Exception:  # missing kind or object: KEDA's check fails the same way
             target = None
         problem = None
-        if target is None:
+        failing = {n.strip() for n in self.knobs.get("fail_scaledobjects").split(",") if n.strip()}
+        if name in failing:
+            problem = "simulated failure (knob keda.fail_scaledobjects): the scaler cannot reach its metrics"
+        elif target is None:
             problem = "ScaledObject doesn't have correct scaleTargetRef specification"
         elif not spec.get("triggers"):
             problem = "ScaledObject doesn't have correct triggers specification"

@@ -27,6 +27,8 @@ KnativeServing; on Kubernetes, Knative's own install). Its keys are read as upst
   (latestCreatedRevisionName, latestReadyRevisionName). Service ConfigurationsReady, RoutesReady, Ready; a
   failed latest revision: ConfigurationsReady/Ready False, reason RevisionFailed, 'Revision "<name>" failed
   with message: <message>.'; url http://<name>.<namespace>.<domain>, address, traffic.
+Knob knative.fail_revisions: comma-separated Revision names that report ResourcesAvailable/Ready False (ExitCode1),
+as a crash-looping user container does; the Service shows RevisionFailed.
 DRA claims never reach here from KServe: Knative's webhook refuses them (knative/serving#15332), which the
 kserve simulator reproduces; a Service written with them directly loses them to the CRD's pruning.
 """
@@ -227,8 +229,8 @@ class KnativeSimulator(Simulator):
         containers = spec.get("containers") or []
         if containers and not containers[0].get("name"):
             containers[0]["name"] = "user-container"
-        pod_spec = {k: v for k, v in spec.items() if k not in ("containerConcurrency", "timeoutSeconds",
-                                                                "idleTimeoutSeconds", "responseStartTimeoutSeconds")}
+        knative_only = ("containerConcurrency", "timeoutSeconds", "idleTimeoutSeconds", "responseStartTimeoutSeconds")
+        pod_spec = {k: v for k, v in spec.items() if k not in knative_only}
         pod_spec["containers"] = containers + [copy.deepcopy(QUEUE_PROXY)]
         pod_labels = dict(labels, **{"serving.knative.dev/revision": name, "serving.knative.dev/revisionUID": meta["uid"],
                                      "app": name})
@@ -280,6 +282,9 @@ class KnativeSimulator(Simulator):
                 if sched.get("status") == "False" and sched.get("reason") == "Unschedulable":
                     problem = ("Unschedulable", sched.get("message", ""))
                     break
+        failing = {n.strip() for n in self.knobs.get("fail_revisions").split(",") if n.strip()}
+        if name in failing:
+            problem = ("ExitCode1", "Container failed with: simulated failure (knob knative.fail_revisions)")
         if problem:
             resources = cond("ResourcesAvailable", False, *problem)
             ready = cond("Ready", False, *problem)
@@ -293,7 +298,8 @@ class KnativeSimulator(Simulator):
             "Active", False, "NoTraffic", "The target is not receiving traffic.")
         status = {"observedGeneration": meta.get("generation", 1), "actualReplicas": ready_pods,
                   "desiredReplicas": replicas,
-                  "conditions": [active, cond("ContainerHealthy", True) if ready_pods or was_ready else
+                  "conditions": [active, cond("ContainerHealthy", False, *problem) if name in failing else
+                                 cond("ContainerHealthy", True) if ready_pods or was_ready else
                                  cond("ContainerHealthy", None), ready, resources]}
         self._patch_status("Revision", rev, status)
         cfg_name = (meta.get("labels") or {}).get("serving.knative.dev/configuration")

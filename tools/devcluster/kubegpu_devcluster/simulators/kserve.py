@@ -20,7 +20,8 @@ Per InferenceService (predictor only; transformers, explainers, multi-node worke
   predictor) needs no runtime.
 - Pod spec: the runtime's containers with the `kserve-container` (else the first) merged with the model's
   fields (image, command, env by name, resources key by key, the model's args after the runtime's;
-  {{.Name}} in args -> the InferenceService's name); the runtime's nodeSelector, tolerations, affinity,
+  {{.Name}} in args -> the InferenceService's name); the runtime's annotations and labels on the pod template
+  (e.g. prometheus.kserve.io/port); the runtime's nodeSelector, tolerations, affinity,
   volumes, imagePullSecrets, hostIPC, schedulerName, then every PodSpec field of spec.predictor over them
   (resourceClaims, nodeSelector, tolerations, affinity, serviceAccountName, ...). Not simulated: the storage
   initializer (a pod webhook upstream), the agent/logger/batcher sidecars.
@@ -56,7 +57,7 @@ import json
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from . import serving
-from .framework import Simulator, log, now
+from .framework import Simulator, log
 
 V1B1 = "serving.kserve.io/v1beta1"
 V1A1 = "serving.kserve.io/v1alpha1"
@@ -293,10 +294,12 @@ class KServeSimulator(Simulator):
                 return None, "InvalidPredictorSpec", "No container configuration found in selected serving runtime"
             main = next((i for i, c in enumerate(containers) if c.get("name") == CONTAINER), 0)
             merged = merged_container(containers[main], predictor["model"], name)
-            base = {k: copy.deepcopy(spec[k]) for k in ("nodeSelector", "tolerations", "affinity", "volumes",
-                                                          "imagePullSecrets", "hostIPC", "schedulerName")
-                    if spec.get(k)}
+            runtime_pod = ("nodeSelector", "tolerations", "affinity", "volumes", "imagePullSecrets", "hostIPC",
+                           "schedulerName")
+            base = {k: copy.deepcopy(spec[k]) for k in runtime_pod if spec.get(k)}
             base["containers"] = [merged] + [copy.deepcopy(c) for i, c in enumerate(containers) if i != main]
+            self._runtime_meta = {"annotations": dict(spec.get("annotations") or {}),
+                                  "labels": dict(spec.get("labels") or {})}
         elif predictor.get("containers"):
             base["containers"] = copy.deepcopy(predictor["containers"])
             base["containers"][0].setdefault("name", CONTAINER)
@@ -316,6 +319,7 @@ class KServeSimulator(Simulator):
             return  # KServe is not installed: nobody acts on InferenceServices
         deploy, ingress = _config(cm)
         mode = deployment_mode(isvc, deploy)
+        self._runtime_meta = {"annotations": {}, "labels": {}}
         pod_spec, kind, runtime = self._pod_spec(isvc)
         if pod_spec is None:
             return self._refuse(isvc, mode, kind, runtime)
@@ -357,8 +361,9 @@ class KServeSimulator(Simulator):
                      "strategy": predictor.get("deploymentStrategy") or {
                          "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
                      "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
-                     "template": {"metadata": {"labels": meta["labels"],
-                                               "annotations": _template_annotations(meta["annotations"])},
+                     "template": {"metadata": {"labels": dict(self._runtime_meta["labels"], **meta["labels"]),
+                                               "annotations": _template_annotations(
+                                                   dict(self._runtime_meta["annotations"], **meta["annotations"]))},
                                   "spec": pod_spec}},
         }
         if autoscaler == "external" and predictor.get("minReplicas") is not None:
@@ -411,7 +416,7 @@ class KServeSimulator(Simulator):
         predictor = isvc["spec"].get("predictor") or {}
         meta = self._meta(isvc)
         name, ns = meta["name"], meta["namespace"]
-        annotations = _template_annotations(meta["annotations"])
+        annotations = _template_annotations(dict(self._runtime_meta["annotations"], **meta["annotations"]))
         annotations.setdefault("autoscaling.knative.dev/class", "kpa.autoscaling.knative.dev")
         minimum = predictor.get("minReplicas")
         annotations["autoscaling.knative.dev/min-scale"] = str(1 if minimum is None else minimum)
@@ -426,7 +431,7 @@ class KServeSimulator(Simulator):
             spec["containerConcurrency"] = predictor["containerConcurrency"]
         if predictor.get("timeout") is not None:
             spec["timeoutSeconds"] = predictor["timeout"]
-        labels = dict(meta["labels"])
+        labels = dict(self._runtime_meta["labels"], **meta["labels"])
         ksvc = {"apiVersion": KSVC, "kind": "Service", "metadata": copy.deepcopy(meta),
                 "spec": {"template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}}}
         try:
@@ -486,12 +491,11 @@ class KServeSimulator(Simulator):
             if ready:
                 comp["url"] = f"http://{name}-predictor-{ns}.{domain}"
             replicas = (d.get("status") or {}).get("readyReplicas") or 0
-            total = (d.get("spec") or {}).get("replicas", 1)
         elif component.get("knative_missing"):
             msg = "the resolved deployment mode is Knative, but Knative Serving is not available"
             predictor = cond("PredictorReady", False, "ServerlessModeRejected", msg)
             ingress_ready = cond("IngressReady", None)
-            replicas = total = 0
+            replicas = 0
         else:
             k = component["ksvc"]
             kstatus = k.get("status") or {}
@@ -511,7 +515,7 @@ class KServeSimulator(Simulator):
                 comp["traffic"] = kstatus["traffic"]
             if ready and kstatus.get("latestReadyRevisionName"):
                 comp["latestRolledoutRevision"] = kstatus["latestReadyRevisionName"]
-            replicas = total = 1 if ready else 0
+            replicas = 1 if ready else 0
         all_ready = predictor["status"] == "True" and ingress_ready["status"] == "True"
         bad = predictor if predictor["status"] != "True" else ingress_ready
         status = {
@@ -533,5 +537,4 @@ class KServeSimulator(Simulator):
             status["servingRuntimeName"] = runtime
         elif kind == "ClusterServingRuntime":
             status["clusterServingRuntimeName"] = runtime
-        del total
         self._write_status(isvc, status)

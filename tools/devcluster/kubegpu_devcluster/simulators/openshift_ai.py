@@ -12,7 +12,9 @@ where the reference is silent. Acts for CSVs the OLM simulator brought to Succee
   shipped) and shared/crds/keda (ScaledObject, TriggerAuthentication).
 - OpenShift AI, once its CSV has Succeeded (major version from the CSV: 2 serves v1, 3 serves v2):
   DSCInitialization `default-dsci` created if none exists, as the operator does at start (2.x: serviceMesh
-  Managed, control plane data-science-smcp in istio-system; 3.x: no service mesh). Its status: phase Ready,
+  Managed, control plane data-science-smcp in istio-system; 3.x: no service mesh). 3.x refuses new
+  AcceleratorProfiles (its webhook; here a ValidatingAdmissionPolicy, the local API server calls no webhooks)
+  with a message pointing at HardwareProfile. DSCInitialization status: phase Ready,
   ReconcileComplete True, the applications namespace created; 2.x with serviceMesh Managed needs the Service
   Mesh operator: without it phase Error, CapabilityServiceMesh False reason MissingOperator; with it the
   ServiceMeshControlPlane is created and CapabilityServiceMesh True once it is Ready.
@@ -21,7 +23,8 @@ where the reference is silent. Acts for CSVs the OLM simulator brought to Succee
   Serverless, Service Mesh and a Ready DSCInitialization, and creates KnativeServing knative-serving in
   namespace knative-serving; a missing one -> KserveReady False (ServerlessOperatorMissing /
   ServiceMeshOperatorMissing / DSCInitializationNotReady, message naming the operator's package), phase Not Ready.
-  3.x: Standard (RawDeployment) only. Once ready: the KServe CRDs (shared/crds/kserve), ConfigMap
+  3.x: Standard (RawDeployment) only. Once ready: the KServe CRDs (shared/crds/kserve, less LLMInferenceService:
+  kserve_crds), ConfigMap
   inferenceservice-config in the applications namespace (deploy.defaultDeploymentMode, ingress.ingressDomain
   apps.devcluster.example.com), Deployment kserve-controller-manager there; the kserve simulator then acts on
   InferenceServices. Status: phase Ready, conditions Ready/KserveReady True, installedComponents (v1),
@@ -35,7 +38,10 @@ where the reference is silent. Acts for CSVs the OLM simulator brought to Succee
 - Custom Metrics Autoscaler: KedaController `keda` in openshift-keda -> Deployment keda-operator there (the keda
   simulator then acts); status.phase "Installation Succeeded"; another name or namespace -> "Installation
   Failed" (the operator only reconciles keda/openshift-keda).
-Knobs: openshift-ai.ready_seconds (time each object takes to become ready, default 1).
+Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
+  openshift-ai.ready_seconds   time each object takes to become ready (default 1)
+  openshift-ai.never_ready     a reason (e.g. KserveDeploymentFailed): a DataScienceCluster with KServe Managed
+                               stays phase Not Ready, Ready/KserveReady False with that reason
 """
 from __future__ import annotations
 
@@ -57,6 +63,7 @@ KEDA = "keda.sh/v1alpha1"
 SMCP = "maistra.io/v2"
 OWN_CRDS = paths.DEVCLUSTER_ROOT / "catalog" / "crds"
 APPS_NS = "redhat-ods-applications"
+ACCELERATOR_POLICY = "kubegpu-devcluster-odh-acceleratorprofile-webhook"
 MANAGER = "openshift-ai"
 PACKAGES = {"rhods-operator": "rhods-operator.", "serverless-operator": "serverless-operator.",
             "servicemeshoperator": "servicemeshoperator.", "authorino-operator": "authorino-operator.",
@@ -65,6 +72,14 @@ KSERVE_V1_FIELDS = {
     "defaultDeploymentMode": {"type": "string", "enum": ["Serverless", "RawDeployment"]},
     "serving": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
 }
+
+
+def kserve_crds() -> list:
+    """The KServe CRDs the operator makes available: those of the upstream kserve-crd chart (InferenceService,
+    ServingRuntime, ClusterServingRuntime, InferenceGraph, TrainedModel). LLMInferenceService and its config are
+    left out: the serving stage does not use them, and each (2.6 MB) takes 20-30 s to create on a loaded 2-core
+    machine."""
+    return sorted(p for p in (paths.crds_dir() / "kserve").glob("*.yaml") if "llminferenceservice" not in p.name)
 
 
 def rhoai_2x(doc: dict) -> dict:
@@ -174,6 +189,7 @@ class OpenShiftAISimulator(Simulator):
             if created:
                 log.info("openshift-ai: %s: CRDs %s", name, ", ".join(created))
             self._default_dsci(major)
+            self._accelerator_profiles(major)
         elif name.startswith(PACKAGES["serverless-operator"]):
             crds.ensure(self.dyn, [OWN_CRDS / "operator.knative.dev_knativeservings.yaml"])
         elif name.startswith(PACKAGES["servicemeshoperator"]):
@@ -182,6 +198,32 @@ class OpenShiftAISimulator(Simulator):
             crds.ensure(self.dyn, [OWN_CRDS / "keda.sh_kedacontrollers.yaml"]
                         + sorted((paths.crds_dir() / "keda").glob("*.yaml")))
         self.dyn.resources.invalidate_cache()
+
+    def _accelerator_profiles(self, major: int) -> None:
+        """OpenShift AI 3.x's webhook refuses new AcceleratorProfiles (HardwareProfile replaces them). The local API
+        server calls no webhooks, so an in-process ValidatingAdmissionPolicy plays it: the refusal is real."""
+        vap = self.dyn.resources.get(api_version="admissionregistration.k8s.io/v1", kind="ValidatingAdmissionPolicy")
+        binding = self.dyn.resources.get(api_version="admissionregistration.k8s.io/v1",
+                                         kind="ValidatingAdmissionPolicyBinding")
+        if major < 3:
+            for api in (binding, vap):
+                if serving.get(api, None, ACCELERATOR_POLICY):
+                    api.delete(name=ACCELERATOR_POLICY)
+            return
+        vap.server_side_apply(field_manager=MANAGER, force_conflicts=True, body={
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": ACCELERATOR_POLICY},
+            "spec": {"failurePolicy": "Fail",
+                     "matchConstraints": {"resourceRules": [{"apiGroups": ["dashboard.opendatahub.io"],
+                                                             "apiVersions": ["*"], "operations": ["CREATE"],
+                                                             "resources": ["acceleratorprofiles"]}]},
+                     "validations": [{"expression": "false", "reason": "Forbidden",
+                                      "message": "AcceleratorProfile is no longer supported in OpenShift AI 3.x: "
+                                                 "create a HardwareProfile (infrastructure.opendatahub.io/v1)"}]}})
+        binding.server_side_apply(field_manager=MANAGER, force_conflicts=True, body={
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": ACCELERATOR_POLICY},
+            "spec": {"policyName": ACCELERATOR_POLICY, "validationActions": ["Deny"]}})
 
     def _default_dsci(self, major: int) -> None:
         version = "v1" if major == 2 else "v2"
@@ -272,8 +314,9 @@ class OpenShiftAISimulator(Simulator):
         if major == 2:
             status["installedComponents"] = {"kserve": state == "Managed"}
         if state != "Managed":
-            status.update(phase="Ready", conditions=[cond("Ready", True, "Ready"),
-                                                     cond("KserveReady", False, "Removed", "Component ManagementState is set to Removed")])
+            status.update(phase="Ready", conditions=[
+                cond("Ready", True, "Ready"),
+                cond("KserveReady", False, "Removed", "Component ManagementState is set to Removed")])
             return self._status(api, dsc, status)
         mode = "RawDeployment"
         problems = []
@@ -297,10 +340,13 @@ class OpenShiftAISimulator(Simulator):
         if major == 2 and mode == "Serverless" and self._installed("authorino-operator") is None:
             extra.append(cond("AuthorinoReady", False, "MissingOperator", "Authorino operator is not installed: "
                               "KServe endpoints cannot be protected with authentication (package authorino-operator)"))
+        never = self.knobs.get("never_ready")
+        if never and not problems:
+            problems.append((never, f"{never}: simulated failure of the kserve component (knob openshift-ai.never_ready)"))
         if problems:
             reason, message = problems[0]
-            status.update(phase="Not Ready", conditions=[cond("Ready", False, reason, message),
-                                                           cond("KserveReady", False, reason, message)] + extra)
+            status.update(phase="Not Ready", conditions=[
+                cond("Ready", False, reason, message), cond("KserveReady", False, reason, message)] + extra)
             if reason == "KnativeServingNotReady":
                 self.requeue("DataScienceCluster", None, dsc["metadata"]["name"], after=1.0)
             return self._status(api, dsc, status)
@@ -326,7 +372,7 @@ class OpenShiftAISimulator(Simulator):
                    for c in (ks.get("status") or {}).get("conditions") or [])
 
     def _install_kserve(self, apps: str, mode: str) -> None:
-        created = crds.ensure(self.dyn, sorted((paths.crds_dir() / "kserve").glob("*.yaml")))
+        created = crds.ensure(self.dyn, kserve_crds())
         if created:
             log.info("openshift-ai: KServe CRDs %s", ", ".join(created))
             self.dyn.resources.invalidate_cache()
@@ -342,8 +388,8 @@ class OpenShiftAISimulator(Simulator):
 
     def _deployment(self, ns: str, name: str, labels: dict) -> None:
         dapi = self.api("Deployment")
-        body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns,
-                                                                           "labels": labels},
+        body = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": ns, "labels": labels},
                 "spec": {"replicas": 1, "selector": {"matchLabels": labels},
                          "template": {"metadata": {"labels": labels},
                                       "spec": {"containers": [{"name": "manager", "image": f"{name}:simulated"}]}}}}
@@ -358,8 +404,8 @@ class OpenShiftAISimulator(Simulator):
         capi = self.api("ConfigMap")
         autoscaler = {"enable-scale-to-zero": "true", "stable-window": "60s", "scale-to-zero-grace-period": "30s",
                       "allow-zero-initial-scale": "false"}
-        autoscaler.update({k: str(v) for k, v in (((ks.get("spec") or {}).get("config") or {})
-                                                   .get("autoscaler") or {}).items()})
+        overrides = ((ks.get("spec") or {}).get("config") or {}).get("autoscaler") or {}
+        autoscaler.update({k: str(v) for k, v in overrides.items()})
         for name, data in (("config-autoscaler", autoscaler), ("config-domain", {"apps.devcluster.example.com": ""})):
             body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data}
             serving.apply(capi, body, serving.get(capi, ns, name), MANAGER)
@@ -379,7 +425,8 @@ class OpenShiftAISimulator(Simulator):
         self._status(api, smcp, {"chartVersion": "2.6.11", "observedGeneration": smcp["metadata"].get("generation", 1),
                                  "conditions": [cond("Installed", True, "InstallSuccessful"),
                                                 cond("Reconciled", True, "InstallSuccessful"),
-                                                cond("Ready", True, "ComponentsReady", "All component deployments are Available")]})
+                                                cond("Ready", True, "ComponentsReady",
+                                                     "All component deployments are Available")]})
         self._requeue_all("DSCInitialization")
 
     def _kedacontroller(self, kc: dict) -> None:

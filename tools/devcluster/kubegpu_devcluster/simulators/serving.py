@@ -113,4 +113,4 @@ def scale(dyn, kind: str, api_version: str, namespace: str, name: str, replicas:
     """Set replicas through the scale subresource, as autoscalers do."""
     api = dyn.resources.get(api_version=api_version, kind=kind)
     api.scale.patch(name=name, namespace=namespace, body={"spec": {"replicas": replicas}},
-                                    content_type="application/merge-patch+json")
+                    content_type="application/merge-patch+json")
