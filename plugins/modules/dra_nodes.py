@@ -25,7 +25,7 @@ description:
     no DRA pool remains or the host installs the driver. The CRD declares that list atomic, so the entry is merged
     into the entries others set and written with the resourceVersion read (a concurrent write is read again).
   - Waits until every DRA node publishes a ResourceSlice of C(gpu.nvidia.com), and reports its devices.
-  - Only labels that differ are patched, so a second run writes nothing. Check mode returns the plan.
+  - Only labels that differ are patched, so a second run writes nothing. Check mode returns the plan and sends the writes as server-side dry runs.
 author:
   - kubegpu.platform contributors (@kubegpu)
 options:
@@ -55,7 +55,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: Returns the label plan and writes nothing.
+    description: Returns the label plan and writes nothing (label patches and the ClusterPolicy update are sent as server-side dry runs).
   diff_mode:
     support: full
     description: Shows each node's labels before and after.

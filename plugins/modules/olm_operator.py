@@ -203,7 +203,9 @@ changes:
   type: list
   elements: dict
 diff:
-  description: C(before) and C(after), each a mapping of object key (for example C(Subscription/nvidia-gpu-operator/gpu-operator-certified)) to the fields that differ.
+  description:
+    - C(before) and C(after), each a mapping of object key (for example
+      C(Subscription/nvidia-gpu-operator/gpu-operator-certified)) to the fields that differ.
   returned: always
   type: dict
 ready:
@@ -381,7 +383,7 @@ class Install(object):
 
         title = "package {0} (Subscription {1}/{2})".format(self.choice["package"], p["namespace"], self.sub_name)
         self.module.wait_for(Target.custom(title, read=step), Predicate("CSV {0} Succeeded".format(
-            self.choice["csv"]), judge), outcome, interval=POLL_SECONDS, observe=self.hint)
+            self.choice["csv"]), judge), outcome, interval=POLL_SECONDS, observe=self.hint, fail=self.fail)
 
     def hint(self, observed):
         """What to look at when the wait ends without the CSV: the phase last seen, the Subscription, plans left."""

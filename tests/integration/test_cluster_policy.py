@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -84,7 +85,9 @@ def test_openshift_policy_from_alm_examples_converges_and_is_idempotent(openshif
     assert result["base"] == f"alm-examples of ClusterServiceVersion {OPERATOR_NS}/{GPU}.v26.3.3"
     assert result["spec"] == _alm_policy_spec()
     assert result["changed"] is True
-    assert result["diff"]["after"]["spec.cdi.enabled"] is True and result["diff"]["before"]["spec.cdi.enabled"] is None
+    key = "ClusterPolicy/gpu-cluster-policy"   # a new object: before is null, after is what was applied
+    assert result["diff"]["after"][key]["spec"]["cdi"]["enabled"] is True and result["diff"]["before"][key] is None
+    assert [(c["key"], c["fields"]) for c in result["changes"]] == [(key, ["(new object)"])]
     assert [c["reason"] for c in result["conditions"]] == ["Reconciled", "Reconciled"]
     assert _writes(dc, mark) == ["patch clusterpolicies/gpu-cluster-policy"]
     live = _policy_api(dc).get(name="gpu-cluster-policy").to_dict()
@@ -101,8 +104,10 @@ def test_openshift_policy_from_alm_examples_converges_and_is_idempotent(openshif
     check = _policy(dc, {"settings": {"mig": {"strategy": "mixed"}, "driver": {"kernelModuleType": "open"}}}, check=True)
     assert not check.get("failed"), check.get("msg")
     assert check["changed"] is True
-    assert check["diff"] == {"before": {"spec.driver.kernelModuleType": "auto", "spec.mig.strategy": "single"},
-                             "after": {"spec.driver.kernelModuleType": "open", "spec.mig.strategy": "mixed"}}
+    key = "ClusterPolicy/gpu-cluster-policy"
+    assert check["diff"] == {"before": {key: {"spec": {"driver": {"kernelModuleType": "auto"}, "mig": {"strategy": "single"}}}},
+                             "after": {key: {"spec": {"driver": {"kernelModuleType": "open"}, "mig": {"strategy": "mixed"}}}}}
+    assert check["changes"][0]["fields"] == ["spec.driver.kernelModuleType", "spec.mig.strategy"]
     assert _writes(dc, mark) == []      # the server-side dry run is not a write
     assert _policy_api(dc).get(name="gpu-cluster-policy").spec.mig.strategy == "single"
 
@@ -116,7 +121,9 @@ def test_hand_edit_is_put_back_and_the_diff_shows_it(openshift):
     result = _policy(dc)
     assert not result.get("failed"), result.get("msg")
     assert result["changed"] is True
-    assert result["diff"] == {"before": {"spec.cdi.enabled": False}, "after": {"spec.cdi.enabled": True}}
+    key = "ClusterPolicy/gpu-cluster-policy"
+    assert result["diff"] == {"before": {key: {"spec": {"cdi": {"enabled": False}}}},
+                              "after": {key: {"spec": {"cdi": {"enabled": True}}}}}
     assert _writes(dc, mark) == ["patch clusterpolicies/gpu-cluster-policy"]
     assert _policy_api(dc).get(name="gpu-cluster-policy").spec.cdi.enabled is True
     assert result["state"] == "ready"
@@ -136,7 +143,8 @@ def test_fields_another_stage_set_are_kept(openshift):
     assert result["spec"]["devicePlugin"]["config"] == {"name": "kubegpu-device-plugin-config", "default": "any"}
     # ... unless the task names the field itself
     result = _policy(dc, {"keep_live_fields": []}, check=True)
-    assert result["diff"]["after"] == {"spec.devicePlugin.config.default": "", "spec.devicePlugin.config.name": ""}
+    assert result["diff"]["after"] == {"ClusterPolicy/gpu-cluster-policy": {
+        "spec": {"devicePlugin": {"config": {"default": "", "name": ""}}}}}
 
 
 def test_never_ready_fails_naming_the_condition(openshift):
@@ -144,9 +152,12 @@ def test_never_ready_fails_naming_the_condition(openshift):
     dc.knobs({"gpu-operator.never_ready": "DriverNotReady"})
     result = _policy(dc, {"timeout": 5})
     assert result["failed"] is True
-    assert result["msg"] == (
-        "ClusterPolicy gpu-cluster-policy not ready after 5 s (state notReady): Ready=False (reason DriverNotReady): "
-        "DriverNotReady: simulated failure; Error=True (reason DriverNotReady): DriverNotReady: simulated failure")
+    # The object, what was expected, what was last seen and for how long.
+    assert re.fullmatch(
+        r"ClusterPolicy/gpu-cluster-policy: not ready after [56] s \(expected status.state == ready\); last seen: "
+        r"state notReady: Ready=False \(reason DriverNotReady\): DriverNotReady: simulated failure; Error=True "
+        r"\(reason DriverNotReady\): DriverNotReady: simulated failure for \d+ s", result["msg"]), result["msg"]
+    assert result["progress"]["pending"] and result["ready"] is False
     assert result["state"] == "notReady"
 
 
@@ -233,7 +244,8 @@ def test_kubernetes_chart_defaults_converge_and_check_mode_writes_nothing(kubern
     mark = dc.audit.mark()
     check = _policy(dc, {"settings": {"driver": {"enabled": False}}}, check=True)
     assert not check.get("failed"), check.get("msg")
-    assert check["changed"] is True and check["diff"]["after"]["spec.driver.enabled"] is False
+    assert check["changed"] is True
+    assert check["diff"]["after"]["ClusterPolicy/cluster-policy"]["spec"]["driver"]["enabled"] is False
     assert _writes(dc, mark) == [] and _policy_api(dc).get().items == []
 
     mark = dc.audit.mark()

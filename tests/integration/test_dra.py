@@ -186,8 +186,7 @@ def test_check_mode_shows_the_plan_and_writes_nothing(cluster, helm_bin):
     platform = _task(out, "Check the platform")
     assert platform["changed"] and [c["kind"] for c in platform["changes"]] == [
         "FeatureGate", "ClusterRole", "ClusterRoleBinding"]     # OpenShift: the driver's privileged SCC grant
-    assert platform["diff"]["after"][0] == {"FeatureGate cluster": {"metadata": {"name": "cluster"},
-                                                                    "spec": {"featureSet": "TechPreviewNoUpgrade"}}}
+    assert platform["diff"]["after"]["FeatureGate/cluster"] == {"spec": {"featureSet": "TechPreviewNoUpgrade"}}
     assert platform["scc"] == [f"{RELEASE}/{RELEASE}-service-account-controller",
                                f"{RELEASE}/{RELEASE}-service-account-kubeletplugin"]
     assert platform["dra_pools"] == {"dra-h200": [DRA_NODE]}
@@ -310,8 +309,8 @@ def test_diff_shows_a_changed_template_before_and_after(cluster):
         {"name": "gpu-80g", "namespaces": ["llm"], "min_memory": "200Gi"}], "prune": False}, check=True, diff=True)
     assert not result.get("failed"), result.get("msg")
     assert dc.audit.writes(mark) == []
-    [before] = [e["DeviceClass kubegpu-gpu-80g"] for e in result["diff"]["before"] if "DeviceClass kubegpu-gpu-80g" in e]
-    [after] = [e["DeviceClass kubegpu-gpu-80g"] for e in result["diff"]["after"] if "DeviceClass kubegpu-gpu-80g" in e]
+    before = result["diff"]["before"]["DeviceClass/kubegpu-gpu-80g"]
+    after = result["diff"]["after"]["DeviceClass/kubegpu-gpu-80g"]
     assert "quantity('80Gi')" in before["spec"]["selectors"][0]["cel"]["expression"]
     assert "quantity('200Gi')" in after["spec"]["selectors"][0]["cel"]["expression"]
     # Nothing has 200Gi (an H200 has 141 GB): warned before anything is applied.

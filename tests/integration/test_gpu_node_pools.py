@@ -84,11 +84,11 @@ def test_check_mode_shows_plan_and_writes_nothing(operator):
     assert not result.get("failed"), result.get("msg")
     assert dc.audit.writes(mark) == []
     # --diff: the ConfigMaps, the ClusterPolicy pointers and each node's labels, before and after
-    titles = [next(iter(entry)) for entry in result["diff"]["after"]]
-    assert any(t.startswith("ConfigMap ") and t.endswith("/kubegpu-mig-parted-config") for t in titles)
-    assert any(t.startswith("ConfigMap ") and t.endswith("/kubegpu-device-plugin-config") for t in titles)
-    assert any(t.startswith("ClusterPolicy ") for t in titles)
-    node_diff = [e["Node gpu-l40s-000"] for e in result["diff"]["after"] if "Node gpu-l40s-000" in e][0]
+    keys = list(result["diff"]["after"])
+    assert any(t.startswith("ConfigMap/") and t.endswith("/kubegpu-mig-parted-config") for t in keys)
+    assert any(t.startswith("ConfigMap/") and t.endswith("/kubegpu-device-plugin-config") for t in keys)
+    assert any(t.startswith("ClusterPolicy/") for t in keys)
+    node_diff = result["diff"]["after"]["Node/gpu-l40s-000"]["metadata"]["labels"]
     assert node_diff["kubegpu.io/node-pool"] == "embed-l40s"
     assert node_diff["nvidia.com/device-plugin.config"].startswith("kubegpu-embed-l40s-")
     pools = {p["name"]: p for p in result["plan"]["pools"]}

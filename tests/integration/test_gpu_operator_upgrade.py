@@ -145,7 +145,9 @@ def test_channel_upgrade_approves_each_next_plan_then_policy_gets_cdi(upgrade):
     assert not reconciled.get("failed"), reconciled.get("msg")
     assert reconciled["changed"] is True and reconciled["state"] == "ready"
     assert reconciled["base"] == f"alm-examples of ClusterServiceVersion {ns}/{V26_3_3}"
-    assert reconciled["diff"] == {"before": {"spec.cdi.enabled": False}, "after": {"spec.cdi.enabled": True}}
+    key = "ClusterPolicy/" + reconciled["name"]
+    assert reconciled["diff"] == {"before": {key: {"spec": {"cdi": {"enabled": False}}}},
+                                  "after": {key: {"spec": {"cdi": {"enabled": True}}}}}
     assert _writes(dc, mark) == [f"patch clusterpolicies/{POLICY}"]
     assert reconciled["spec"] == _catalog_policy_spec()
 

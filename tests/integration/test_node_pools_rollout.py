@@ -356,3 +356,25 @@ def test_run_killed_midway_is_converged_by_the_next(operator, point):
     mark = dc.audit.mark()
     out, stats, dummy = _play(dc, POOLS)
     assert stats["changed"] == 0 and dc.audit.writes(mark) == []
+
+
+def test_batches_wait_in_rounds_with_progress_and_report_the_change(operator):
+    """A MIG change slower than a round: each batch task is called again until its nodes are done, prints a progress
+    line per round, and its last round still reports the change the first round made."""
+    dc = operator
+    _converge(dc)
+    dc.knobs({"mig-manager.seconds": "4"})
+    proc = dc.playbook(PLAYBOOK, *_vars(SINGLE, node_pools_wait_round=1))
+    out = json.loads(proc.stdout)
+    assert out["stats"]["localhost"]["failures"] == 0, _failure(out)
+    rounds = [line for line in proc.stderr.splitlines() if line.startswith("[localhost] waiting ")]
+    assert any("gpu-h100-000" in line and "mig.config.state" in line for line in rounds), proc.stderr[-3000:]
+    batches = [(name, r) for name, r in _results(out) if name.startswith("Roll out pool llm-h100")]
+    assert batches and all(r["changed"] and r["ready"] and r["attempts"] > 1 for dummy, r in batches), batches
+    for dummy, result in batches:
+        assert [c["key"] for c in result["changes"]][:1] == ["Node/" + result["progress"]["ready"][0]]
+        assert result["progress"]["lines"][-1].endswith("1/1 ready")
+    nodes = {n.metadata.name: n for n in dc.admin.resources.get(api_version="v1", kind="Node").get().items}
+    assert not any(nodes[n].spec.unschedulable for n in ("gpu-h100-000", "gpu-h100-001"))
+    dc.clear_knobs()
+    _converge(dc)

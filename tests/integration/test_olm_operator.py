@@ -182,8 +182,12 @@ def test_csv_failure_is_reported_with_its_reason(dc):
     ns = _ns("nfd")
     result = dc.module("olm_operator", {"package": "nfd", "namespace": ns, "timeout": 60})
     assert result["failed"] is True
-    assert result["msg"] == (f"ClusterServiceVersion {ns}/{NFD_CSV} failed (reason InstallComponentFailed): install "
-                             "strategy failed: Deployment gpu-operator: pods not available (simulated failure)")
+    # The waiter's error: the object, the CSV's reason, what was expected, then what to look at.
+    assert result["msg"].startswith(
+        f"package nfd (Subscription {ns}/nfd): ClusterServiceVersion {ns}/{NFD_CSV} failed (reason "
+        "InstallComponentFailed): install strategy failed: Deployment gpu-operator: pods not available (simulated "
+        f"failure) for 0 s (expected CSV {NFD_CSV} Succeeded; after "), result["msg"]
+    assert "last CSV phase seen: Failed" in result["msg"]
     assert [p["csvs"] for p in result["approved_plans"]] == [[NFD_CSV]]
 
 
@@ -196,10 +200,13 @@ def test_timeout_names_the_phase_and_the_subscription(dc):
     assert time.monotonic() - t0 < 30
     assert result["failed"] is True
     msg = result["msg"]
-    assert msg.startswith(f"package {GPU}: timed out after 6 s waiting for CSV {GPU}.v26.7.0 phase Installing; "
-                          "last CSV phase seen: Installing; Subscription gpu-operator-certified: state UpgradePending")
+    # The object, what was expected, what was last seen and for how long, then what to look at.
+    assert msg.startswith(f"package {GPU} (Subscription {ns}/{GPU}): not ready after 6 s (expected CSV {GPU}.v26.7.0 "
+                          f"Succeeded); last seen: CSV {GPU}.v26.7.0 phase Installing for "), msg
+    assert ("last CSV phase seen: Installing; Subscription gpu-operator-certified: state UpgradePending" in msg), msg
     assert "pending InstallPlans: none" in msg
-    assert result["progress"][0].endswith(f"an InstallPlan for {GPU}.v26.7.0") or "approved" in result["progress"][0]
+    lines = result["progress"]["lines"]
+    assert f"an InstallPlan for {GPU}.v26.7.0" in lines[0] or "approved" in lines[0], lines
 
 
 def test_automatic_approval_with_namespace_labels(dc):

@@ -156,7 +156,9 @@ def patch_metadata(cluster, api_version, kind, name, labels, annotations, check_
         return change
     patch = {"metadata": after}
     if check_mode:
-        seen = cluster.__dict__.setdefault("_dry_run_patches", set())
+        seen = getattr(cluster, "_dry_run_patches", None)
+        if seen is None:
+            seen = cluster._dry_run_patches = set()
         fingerprint = (api_version, kind, namespace, repr(sorted(wanted.items())), repr(sorted(notes.items())))
         if fingerprint not in seen:
             seen.add(fingerprint)
@@ -305,10 +307,10 @@ def _refused(verb, kind, title, api_version, e):
     if getattr(e, "status", None) in (401, 403):
         return describe_api_error("dry-run {0} {1} {2}".format(verb, kind, title), e)
     summary = getattr(e, "summary", None)
+    reason = summary() if callable(summary) else e
     return ("{0} {1}: the API server refused it in a dry run (HTTP {2}), so nothing was written: {3} Check the field "
-            "names and values against the {0} schema ({4}).".format(kind, title, getattr(e, "status", None),
-                                                                     summary() if callable(summary) else e,
-                                                                     api_version))
+            "names and values against the {0} schema ({4}).".format(kind, title, getattr(e, "status", None), reason,
+                                                                    api_version))
 
 
 def dry_run_apply(cluster, obj, field_manager=FIELD_MANAGER):

@@ -1,19 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubegpu.platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Reads for the DRA stage: the platform facts plan_platform judges, and waits on what the cluster serves."""
+"""Reads for the DRA stage: the platform facts plan_platform judges, and what its waits read (cluster/wait.py)."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import time
-
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import (
-    Target,
-    api_served,
-    resource_slices,
-    wait_for,
-)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import GROUP
 
 OPENSHIFT_CONFIG = "config.openshift.io/v1"
@@ -38,27 +31,6 @@ def platform_facts(cluster):
 def served_target():
     """The wait target of resource.k8s.io: discovery of the group, judged by api_served(GROUP)."""
     return Target.custom(GROUP, read=lambda c: c.served_versions(GROUP))
-
-
-def wait_until_served(cluster, timeout, interval=2.0, clock=time.time, sleep=time.sleep, budget=None, started=None):
-    """Poll discovery until resource.k8s.io is served; return the Outcome (observed: the served versions).
-
-    Raises WaitTimeout; the control plane rolls a new feature set out node by node (kube-apiserver
-    ClusterOperator)."""
-    return wait_for(cluster, served_target(), api_served(GROUP), timeout, interval=interval, budget=budget, started=started,
-                    clock=clock, sleep=sleep)
-
-
-def wait_for_slices(cluster, api_version, nodes, timeout, interval=1.0, clock=time.time, sleep=time.sleep,
-                    budget=None, started=None):
-    """Wait until each node publishes a ResourceSlice of the NVIDIA driver (one list per poll).
-
-    Returns the Outcome (`devices(outcome)` counts devices per node). Raises WaitTimeout naming the nodes still
-    without one: is the DRA driver's kubelet plugin running there (DaemonSet in the driver's namespace)?
-    """
-    target = Target(api_version, "ResourceSlice", names=sorted(nodes), title="ResourceSlices")
-    return wait_for(cluster, target, resource_slices(nodes), timeout, interval=interval, budget=budget,
-                    started=started, clock=clock, sleep=sleep)
 
 
 def devices(outcome):

@@ -34,7 +34,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait impo
 DRAINED_ANNOTATION = "kubegpu.io/drained-for-mig-change"
 
 
-def drain_node(cluster, node, pods, timeout, interval=1.0, budget=None, started=None):
+def drain_node(cluster, node, pods, timeout, interval=1.0, budget=None, started=None, memory=None):
     """Cordon `node` (marked as ours) and evict `pods` ("namespace/name"); wait until they are gone or raise
     ClusterError. The caller uncordons, whatever happens, except when the round (budget) ran out: then RoundOver
     is raised, the node stays cordoned (marked) and the next call carries on."""
@@ -50,6 +50,7 @@ def drain_node(cluster, node, pods, timeout, interval=1.0, budget=None, started=
             continue
         except DynamicApiError as e:
             raise ClusterError(describe_api_error("evict pod {0} from node {1}".format(ref, node), e))
+
     def read(c):
         return [ref for ref in pods if c.get("v1", "Pod", ref.split("/", 1)[1], ref.split("/", 1)[0])]
 
@@ -59,7 +60,7 @@ def drain_node(cluster, node, pods, timeout, interval=1.0, budget=None, started=
     target = Target.custom("node {0}: GPU pods evicted".format(node), read=read, names=pods)
     try:
         outcome = wait_for(cluster, target, Predicate("the evicted GPU pods gone", judge), timeout, interval=interval,
-                           budget=budget, started=started)
+                           budget=budget, started=started, memory=memory)
     except WaitTimeout as e:
         raise ClusterError("{0}; its MIG configuration was left unchanged".format(e))
     if not outcome.ready:

@@ -7,9 +7,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
+import hashlib
+import json
+import os
+import tempfile
 import time
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import (
     CLIENT_IMPORT_ERROR,
@@ -22,6 +26,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.retry import FAULTS
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitError, wait_for
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import diff_of
 
 try:
     from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
@@ -33,6 +38,54 @@ WAIT_ARG_SPEC = {
     "wait_round": {"type": "int", "default": 0},
     "wait_started": {"type": "float"},
 }
+
+
+class Rounds(object):
+    """What the earlier rounds of one wait (a task's `until` loop) saw and wrote, kept in a private file.
+
+    The rounds of one wait are the calls with the same arguments (wait_started included), so the file is named by
+    their digest. Each round's result is merged with the earlier ones: `changed` if any round changed something,
+    `changes` and the progress `lines` of every round, and the waiter's memory (since when each item is as it is).
+    The last round (ready, or failed) removes the file.
+    """
+
+    CARRIED = ("changes", "approved_plans")   # lists of what a round did, shown by the last round
+
+    def __init__(self, params):
+        digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:24]
+        self.path = os.path.join(tempfile.gettempdir(), "kubegpu-wait-{0}.json".format(digest))
+        self.state = {"changed": False, "carried": {}, "lines": [], "memory": {}}
+        try:
+            with open(self.path) as f:
+                self.state.update(json.load(f))
+        except (IOError, OSError, ValueError):
+            pass
+        self.memory = self.state["memory"]
+
+    def merge(self, result, last):
+        """Fold the earlier rounds into this round's result; keep the whole for the next round unless `last`."""
+        carried = self.state["carried"]
+        for key in self.CARRIED:
+            if carried.get(key):
+                result[key] = carried[key] + list(result.get(key) or [])
+        if carried.get("changes"):
+            result["diff"] = diff_of(result["changes"])
+        result["changed"] = bool(result.get("changed")) or self.state["changed"]
+        if isinstance(result.get("progress"), dict):
+            lines = self.state["lines"] + [x for x in result["progress"].get("lines", []) if x not in self.state["lines"]]
+            result["progress"]["lines"] = lines
+        if last:
+            try:
+                os.remove(self.path)
+            except OSError:
+                pass
+            return
+        state = {"changed": result["changed"], "memory": self.memory,
+                 "carried": dict((k, result[k]) for k in self.CARRIED if result.get(k)),
+                 "lines": (result.get("progress") or {}).get("lines", [])}
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(state, f, default=str)
 
 
 class KubegpuModule(AnsibleModule):
@@ -49,8 +102,11 @@ class KubegpuModule(AnsibleModule):
         if waits:
             spec.update(WAIT_ARG_SPEC)
         self._call_start = time.time()
+        self._rounds = None
         super(KubegpuModule, self).__init__(argument_spec=spec, **kwargs)
         self._cluster = None
+        if waits and self.params.get("wait_round") and self.params.get("wait_started") is not None:
+            self._rounds = Rounds(self.params)
         if needs_cluster and (not HAS_CLIENT or not AUTH_ARG_SPEC):
             self.fail_json(msg=missing_required_lib("kubernetes and the kubernetes.core collection"),
                            exception=str(CLIENT_IMPORT_ERROR))
@@ -75,10 +131,14 @@ class KubegpuModule(AnsibleModule):
 
     def exit_json(self, **kwargs):
         kwargs.setdefault("api_retries", self.api_retries)
+        if self._rounds is not None:
+            self._rounds.merge(kwargs, last=kwargs.get("ready") is not False)
         super(KubegpuModule, self).exit_json(**kwargs)
 
     def fail_json(self, msg, **kwargs):
         kwargs.setdefault("api_retries", self.api_retries)
+        if getattr(self, "_rounds", None) is not None:
+            self._rounds.merge(kwargs, last=True)
         super(KubegpuModule, self).fail_json(msg, **kwargs)
 
     def run(self, func):
@@ -95,16 +155,21 @@ class KubegpuModule(AnsibleModule):
         budget = None
         if p.get("wait_round"):
             budget = max(0.001, p["wait_round"] - (time.time() - self._call_start))
-        return {"budget": budget, "started": p.get("wait_started")}
+        policy = {"budget": budget, "started": p.get("wait_started")}
+        if self._rounds is not None:
+            policy["memory"] = self._rounds.memory
+        return policy
 
-    def wait_for(self, target, predicate, result, interval=2.0, timeout=None, raise_on_failure=True, observe=None):
+    def wait_for(self, target, predicate, result, interval=2.0, timeout=None, raise_on_failure=True, observe=None,
+                 fail=None):
         """Wait through the one waiter (cluster/wait.py) with this call's round and the whole wait's start.
 
         Sets result["ready"] (False only when the round ran out before the wait ended: the task's `until` calls
         again) and result["progress"]; on a timeout or a failed state fails the module with the waiter's message,
         the progress and `result`. Several waits in one call share the round. Returns the Outcome.
         observe(last read) is called at the end in every case, to put what was read into `result`; on an error
-        what it returns (a hint: what to check) is added to the message.
+        what it returns (a hint: what to check) is added to the message. fail(msg), when given, fails the module
+        instead (with a result of its own, built after `result` got ready and progress).
         """
         try:
             outcome = wait_for(self.cluster, target, predicate,
@@ -113,7 +178,10 @@ class KubegpuModule(AnsibleModule):
         except WaitError as e:
             result.update(ready=False, progress=e.progress)
             hint = observe(e.observed) if observe else None
-            self.fail_json(msg=str(e) + (". " + hint if hint else ""), **result)
+            msg = str(e) + (". " + hint if hint else "")
+            if fail is not None:
+                fail(msg)
+            self.fail_json(msg=msg, **result)
         result.update(ready=outcome.ready, progress=outcome.progress)
         if observe:
             observe(outcome.observed)

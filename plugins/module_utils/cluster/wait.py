@@ -12,7 +12,8 @@ The API (stable: modules and the serving stage build on it)::
     outcome = wait_for(cluster, target, state_ready(), timeout=1200,
                        interval=2.0,      # seconds between polls
                        budget=None,       # seconds this call may wait; then it returns outcome.ready False
-                       started=None)      # epoch seconds the whole wait began (a wait spread over several calls)
+                       started=None,      # epoch seconds the whole wait began (a wait spread over several calls)
+                       raise_on_failure=True)   # False: failed items end the wait without raising (outcome.failed)
 
     outcome.ready      True: every item is ready (or, with raise_on_failure=False, ready or failed)
     outcome.observed   what the target read last (an object, None, or a list)
@@ -20,26 +21,34 @@ The API (stable: modules and the serving stage build on it)::
     outcome.failed     names of failed items (only with raise_on_failure=False; otherwise WaitFailed is raised)
     outcome.progress   {summary, target, expected, ready, pending, failed, waited_s, lines}: what the task returns
 
+    (keyword arguments added later, all optional: memory=dict kept across the rounds of one wait)
+
+    # in a module: KubegpuModule(..., waits=True) adds the options wait_round and wait_started, and
+    outcome = module.wait_for(target, predicate, result)   # timeout = the module's `timeout` option; sets
+                                                           # result["ready"], result["progress"]; fails the module
+                                                           # with the waiter's message on WaitTimeout/WaitFailed
+
 Predicates judge what the target read. Per kind (use these, or `each(fn, expected)` for a new one):
 `state_ready` (ClusterPolicy, NVIDIADriver: status.state == ready), `csv_succeeded` (CSV phase Succeeded; Failed
 stops the wait with the CSV's reason), `condition(type, status)` (e.g. Ready True, Available True; the failing
-condition's reason and message are in the detail), `field_equals(path, value)` (e.g. "scaled to zero":
-status.replicas 0), `node_changes(changes)` (MIG state and allocatable per node), `operand_configs(wanted)`
-(operand DaemonSets mounting their ConfigMaps), `resource_slices(nodes)` (each node publishes a ResourceSlice),
-`api_served(group)` (discovery).
+condition's reason and message are in the detail), `field_equals(path, value)` and `scaled_to_zero()` (status.replicas
+0), `node_changes(changes)` (MIG state and allocatable per node), `operand_configs(wanted)` (operand DaemonSets
+mounting their ConfigMaps), `resource_slices(nodes)` (each node publishes a ResourceSlice), `api_served(group)`
+(discovery).
 
 Errors: WaitTimeout and WaitFailed (both WaitError) name the target, what was expected, what was last seen and
 for how long, and how long the wait ran: `ClusterPolicy/cluster-policy: not ready after 1200 s (expected
-status.state == ready); last seen: cluster-policy: state notReady: Ready=False (reason OperandsNotReady) ... for
-40 s`. `err.progress` is the same progress as a successful round.
+status.state == ready); last seen: state notReady: Ready=False (reason OperandsNotReady): ... for 40 s`.
+`err.progress` is the same progress as a round's, `err.observed` the last read.
 
 Progress users see (docs/architecture.md, "Waits"): Ansible modules cannot print while they run, so a role calls
 a waiting module as a task with `until: <result>.ready` / `retries:` / `delay:` and a short O(wait_round): each
-call waits at most that long and returns `ready: false` with `progress`; Ansible prints a RETRYING line per round
-(live in AWX, with the round's result and its progress at -vv and in the AWX event). `wait_started` carries the
-start of the whole wait from round to round, so O(timeout) bounds the whole wait and its error says how long it
-ran. Each poll whose state changed is also appended to the file named by KUBEGPU_PROGRESS_LOG, when set, for
-`tail -f`.
+call waits at most that long and returns `ready: false` with `progress`; the module's action plugin prints the
+round's progress line and Ansible its RETRYING line (both live in AWX). `wait_started` carries the start of the
+whole wait from round to round, so O(timeout) bounds the whole wait and its error says how long it ran;
+KubegpuModule keeps what the rounds of one wait saw and wrote in a private file between rounds, so that the last
+round's result says `changed` and lists the `changes` and progress `lines` of every round. Each poll whose state
+changed is also appended to the file named by KUBEGPU_PROGRESS_LOG, when set, for `tail -f`.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -169,8 +178,9 @@ def conditions_of(obj):
 
 
 def describe_conditions(conditions):
-    return "; ".join("{0}={1} (reason {2}): {3}".format(c.get("type"), c.get("status"), c.get("reason") or "-",
-                                                         c.get("message") or "-") for c in conditions) or "no conditions"
+    parts = ["{0}={1} (reason {2}): {3}".format(c.get("type"), c.get("status"), c.get("reason") or "-",
+                                                c.get("message") or "-") for c in conditions]
+    return "; ".join(parts) or "no conditions"
 
 
 def _stale(obj):
@@ -243,6 +253,13 @@ def field_equals(path, value, absent=None):
         have = get_field(obj, path, absent)
         return (READY if have == value else WAITING), "{0} {1}".format(path, have)
     return each(fn, "{0} == {1}".format(path, value))
+
+
+def scaled_to_zero():
+    """A Deployment (or any scalable object) with no replicas left: status.replicas 0 or absent."""
+    pred = field_equals("status.replicas", 0, absent=0)
+    pred.expected = "scaled to zero (status.replicas == 0)"
+    return pred
 
 
 def node_changes(changes):
@@ -332,9 +349,13 @@ def _log(line):
 class _Round(object):
     """Bookkeeping of one call: per item, since when its detail has been what it is; the lines of change."""
 
-    def __init__(self, target, predicate, start, started):
+    def __init__(self, target, predicate, start, started, memory=None):
         self.target, self.predicate, self.start, self.started = target, predicate, start, started
         self.since, self.lines, self.items = {}, [], {}
+        # What earlier rounds of the same wait saw: an item still in that state keeps its `since`.
+        self.memory = memory.setdefault(target.title, {}) if memory is not None else {}
+        for name, (state, detail, since) in self.memory.items():
+            self.items[name], self.since[name] = (state, detail), since
 
     def see(self, items, now):
         changed = False
@@ -344,6 +365,8 @@ class _Round(object):
                 self.since[name] = now
                 changed = True
         self.items = items
+        self.memory.clear()
+        self.memory.update((n, [s, d, self.since[n]]) for n, (s, d) in items.items())
         if changed:
             line = "{0:.0f} s: {1}".format(now - self.started, self.summary(now))
             self.lines.append(line)
@@ -382,7 +405,7 @@ class _Round(object):
 
 
 def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, started=None, raise_on_failure=True,
-             clock=time.time, sleep=time.sleep):
+             clock=time.time, sleep=time.sleep, memory=None):
     """Poll `target` until `predicate` finds every item ready (one read per poll).
 
     timeout: seconds the whole wait may take, counted from `started` (epoch seconds; now when None).
@@ -390,12 +413,14 @@ def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, sta
     (the caller returns its progress and is called again). Raises WaitTimeout past the timeout, WaitFailed when an
     item failed (at once when the predicate is fail_fast, else when nothing is left waiting), unless
     raise_on_failure is False: then the Outcome is ready once nothing is waiting, and lists `failed`.
+    memory: a dict kept from round to round of one wait (KubegpuModule keeps it): an item still as an earlier
+    round saw it keeps the time it got there, so "pending 40 s" and the timeout's "for how long" span the rounds.
     """
     start = clock()
     started = start if started is None else float(started)
     deadline = started + timeout
     stop = min(deadline, start + budget) if budget else deadline
-    rnd = _Round(target, predicate, start, started)
+    rnd = _Round(target, predicate, start, started, memory)
     while True:
         observed = target.read(cluster)
         now = clock()
@@ -417,7 +442,7 @@ def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, sta
         sleep(max(0.0, min(interval, stop - now)))
 
 
-# -- the waits of the node-pools and DRA stages, on the waiter ----------------------------------------------------
+# -- a shorthand of the node waits (what gpu_node_pools waits for, without its rounds) -------------------------
 def wait_for_nodes(cluster, changes, label_selector, timeout, interval=1.0, clock=time.time, sleep=time.sleep,
                    budget=None, started=None):
     """Wait (one Node list per poll) until every node of `changes` is done or failed; see node_changes.
@@ -432,12 +457,3 @@ def wait_for_nodes(cluster, changes, label_selector, timeout, interval=1.0, cloc
     names = {READY: DONE, FAILED: NODE_FAILED, WAITING: "pending"}
     states = dict((n, (names[s], d, outcome.since.get(n, 0.0))) for n, (s, d) in outcome.items.items())
     return states, outcome.failed
-
-
-def wait_for_operand_configs(cluster, namespace, wanted, timeout, interval=1.0, clock=time.time, sleep=time.sleep):
-    """Wait until each operand DaemonSet {name: (volume, configmap)} mounts its ConfigMap (one list per poll).
-
-    The operator rewrites its DaemonSets after a ClusterPolicy change; a node label set before that meets
-    the old pods and the old configs."""
-    target = Target("apps/v1", "DaemonSet", namespace=namespace, title="GPU Operator operands in " + namespace)
-    return wait_for(cluster, target, operand_configs(wanted), timeout, interval=interval, clock=clock, sleep=sleep)

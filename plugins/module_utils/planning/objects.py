@@ -5,6 +5,9 @@
 
 We only own the fields we set: a desired object is "in place" when every field it names has that value in
 the live object, whatever else the live object carries (defaults, other managers' fields, status).
+
+This is the collection's one diff engine: `difference_paths` says what differs, `subset` shows those fields
+before and after, `object_key` and `diff_of` give every module's `diff` (cluster/apply.py, change_report).
 """
 from __future__ import absolute_import, division, print_function
 
@@ -104,10 +107,3 @@ def merged(current, desired):
         else:
             out[key] = merged(current.get(key), value)
     return out
-
-
-def pick(obj, template):
-    """The part of obj that template names (for showing `before` next to a desired `after`)."""
-    if not isinstance(template, dict) or not isinstance(obj, dict):
-        return copy.deepcopy(obj)
-    return dict((k, pick(obj[k], v)) for k, v in template.items() if k in obj)

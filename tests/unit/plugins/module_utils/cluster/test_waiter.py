@@ -152,9 +152,9 @@ def test_condition_failed_reason_stops():
 
 def test_scaled_to_zero_counts_an_absent_replicas_field_as_zero():
     target = Target("apps/v1", "Deployment", name="llm-predictor", namespace="models")
-    outcome, _ = run([{"metadata": {"name": "llm-predictor"}, "status": {"replicas": 1}},
-                      {"metadata": {"name": "llm-predictor"}, "status": {}}], target,
-                     field_equals("status.replicas", 0, absent=0))
+    reads = [{"metadata": {"name": "llm-predictor"}, "status": {"replicas": 1}},
+             {"metadata": {"name": "llm-predictor"}, "status": {}}]
+    outcome, dummy = run(reads, target, field_equals("status.replicas", 0, absent=0))
     assert outcome.ready and outcome.progress["lines"][0].endswith("status.replicas 1 (0 s)")
 
 
@@ -177,8 +177,8 @@ def test_resource_slices_and_discovery():
         run([slices], target, resource_slices(["a", "b"]), timeout=2)
     assert "b: no ResourceSlice of gpu.nvidia.com for 2 s" in str(err.value)
     assert err.value.progress["ready"] == ["a"]
-    outcome, _ = run([[], ["v1"]], Target.custom("resource.k8s.io", read=lambda c: c.served_versions("x")),
-                     api_served("resource.k8s.io"))
+    served = Target.custom("resource.k8s.io", read=lambda c: c.served_versions("x"))
+    outcome, dummy = run([[], ["v1"]], served, api_served("resource.k8s.io"))
     assert outcome.ready and outcome.items["resource.k8s.io"] == (READY, "served as v1")
 
 
@@ -217,3 +217,12 @@ def test_state_ready_table():
     assert judge(state_ready(), stale)[0] == WAITING
     stale["metadata"]["generation"] = 2
     assert judge(state_ready(), stale)[0] == READY
+
+
+def test_scaled_to_zero_names_what_it_waits_for():
+    from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import scaled_to_zero
+    target = Target("apps/v1", "Deployment", name="llm-predictor", namespace="models")
+    with pytest.raises(WaitTimeout) as err:
+        run([{"metadata": {"name": "llm-predictor"}, "status": {"replicas": 2}}], target, scaled_to_zero(), timeout=2)
+    assert str(err.value).startswith("Deployment/models/llm-predictor: not ready after 2 s (expected scaled to zero "
+                                     "(status.replicas == 0)); last seen: status.replicas 2 for 2 s")

@@ -5,7 +5,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import differences, merged, pick
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import differences, merged
 
 LIVE = {"metadata": {"name": "p", "resourceVersion": "7", "labels": {"a": "1"}},
         "spec": {"cdi": {"enabled": True, "nriPluginEnabled": False}, "mig": {"strategy": "single"},
@@ -34,7 +34,3 @@ def test_merged_overlays_and_removes():
     assert out["metadata"]["labels"] == {"a": "1", "b": "2"}
     assert LIVE["spec"]["cdi"]["enabled"] is True                    # input untouched
 
-
-def test_pick_takes_only_named_fields():
-    assert pick(LIVE, {"spec": {"cdi": {"enabled": False}}, "status": {}}) == \
-        {"spec": {"cdi": {"enabled": True}}, "status": {}}

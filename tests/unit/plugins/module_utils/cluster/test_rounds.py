@@ -1,0 +1,52 @@
+# -*- coding: utf-8 -*-
+"""The rounds of one wait: changes and progress lines carried to the last round; the progress line printed."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import Rounds
+from ansible_collections.kubegpu.platform.plugins.plugin_utils.progress import progress_line
+
+PARAMS = {"name": "cp", "wait_round": 5, "wait_started": 1000.0}
+
+
+def test_a_later_round_reports_what_earlier_rounds_changed(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    first = Rounds(PARAMS)
+    change = {"key": "ClusterPolicy/cp", "before": None, "after": {"spec": {}}}
+    r1 = {"changed": True, "changes": [change], "ready": False, "progress": {"lines": ["0 s: cp: no status yet"]}}
+    first.merge(r1, last=False)
+    assert os.path.exists(first.path)
+    first.memory.setdefault("ClusterPolicy/cp", {})["cp"] = ["waiting", "no status yet", 1000.0]
+
+    second = Rounds(PARAMS)
+    assert second.path == first.path and second.state["carried"]["changes"] == [change]
+    r2 = {"changed": False, "changes": [], "diff": {"before": {}, "after": {}}, "ready": True,
+          "progress": {"lines": ["9 s: cp: ready"]}}
+    second.merge(r2, last=True)
+    assert r2["changed"] is True and r2["changes"] == [change]
+    assert r2["diff"] == {"before": {"ClusterPolicy/cp": None}, "after": {"ClusterPolicy/cp": {"spec": {}}}}
+    assert r2["progress"]["lines"] == ["0 s: cp: no status yet", "9 s: cp: ready"]
+    assert not os.path.exists(first.path)
+    assert Rounds(dict(PARAMS, wait_started=2000.0)).state["carried"] == {}   # another wait
+
+
+def test_approvals_of_an_earlier_round_are_reported(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    plan = {"name": "install-abc", "csvs": ["gpu.v2"]}
+    Rounds(PARAMS).merge({"changed": True, "changes": [], "approved_plans": [plan], "ready": False}, last=False)
+    final = {"changed": False, "changes": [], "approved_plans": [], "ready": True}
+    Rounds(PARAMS).merge(final, last=True)
+    assert final["changed"] is True and final["approved_plans"] == [plan] and final["changes"] == []
+
+
+def test_progress_line_only_for_a_round_that_is_not_over():
+    progress = {"summary": "ClusterPolicy/cp: state notReady (4 s)", "expected": "status.state == ready",
+                "waited_s": 12.4}
+    assert progress_line("localhost", {"ready": False, "progress": progress}) == (
+        "[localhost] waiting 12 s for status.state == ready: ClusterPolicy/cp: state notReady (4 s)")
+    assert progress_line("localhost", {"ready": True, "progress": progress}) is None
+    assert progress_line("localhost", {"ready": False, "failed": True, "progress": progress}) is None
+    assert progress_line("localhost", {"changed": False}) is None
