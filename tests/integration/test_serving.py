@@ -184,9 +184,9 @@ KNATIVE_REFUSALS = [
 ]
 
 
-def check_refusals(dc, helm_bin, refusals=REFUSALS, build=models_with, **settings):
+def check_refusals(dc, helm_bin, refusals=None, build=models_with, **settings):
     """Each refusal: the run stops at the platform step with the message, and nothing is written."""
-    for what, changes, message in refusals:
+    for what, changes, message in refusals or REFUSALS:
         models = build(**changes)
         mark = dc.audit.mark()
         out, stats, dummy = run(dc, helm_bin, models=models, **settings)
@@ -253,7 +253,7 @@ def check_placements_and_scale_to_zero(dc, scale_to_zero):
             assert gpu_limits == {}
         else:
             assert gpu_limits == request, model
-    set_requests(dc, [m for m in scale_to_zero], "0")
+    set_requests(dc, list(scale_to_zero), "0")
     for model in scale_to_zero:
         wait_for(lambda: not running_pods(dc, model), timeout=60, what=f"{model} to scale to zero")
     for model in scale_to_zero:
@@ -343,8 +343,8 @@ def test_openshift_ai_3_installs_through_olm_and_converges(openshift_ai_3, helm_
     dsc = dc.admin.resources.get(api_version="datasciencecluster.opendatahub.io/v2", kind="DataScienceCluster").get(
         name="default-dsc").to_dict()
     assert dsc["spec"]["components"]["kserve"]["managementState"] == "Managed"
-    dc.admin.resources.get(api_version="keda.sh/v1alpha1", kind="KedaController").get(name="keda",
-                                                                                         namespace="openshift-keda")
+    controllers = dc.admin.resources.get(api_version="keda.sh/v1alpha1", kind="KedaController")
+    controllers.get(name="keda", namespace="openshift-keda")
     assert isvcs(dc)["llama-8b-dra"]["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "keda"
     # The report shows each served model with where it runs.
     served = dc.module("gpu_cluster_info")["serving"]["models"]
