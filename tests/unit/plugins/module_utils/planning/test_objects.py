@@ -33,4 +33,3 @@ def test_merged_overlays_and_removes():
     assert "mig" not in out["spec"]
     assert out["metadata"]["labels"] == {"a": "1", "b": "2"}
     assert LIVE["spec"]["cdi"]["enabled"] is True                    # input untouched
-
