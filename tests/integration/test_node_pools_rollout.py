@@ -369,7 +369,7 @@ def test_batches_wait_in_rounds_with_progress_and_report_the_change(operator):
     assert out["stats"]["localhost"]["failures"] == 0, _failure(out)
     rounds = [line for line in proc.stderr.splitlines() if line.startswith("[localhost] waiting ")]
     assert any("gpu-h100-000" in line and "mig.config.state" in line for line in rounds), proc.stderr[-3000:]
-    batches = [(name, r) for name, r in _results(out) if name.startswith("Roll out pool llm-h100")]
+    batches = [(name, r) for name, r in _results(out) if "Roll out pool llm-h100" in name]
     assert batches and all(r["changed"] and r["ready"] and r["attempts"] > 1 for dummy, r in batches), batches
     for dummy, result in batches:
         assert [c["key"] for c in result["changes"]][:1] == ["Node/" + result["progress"]["ready"][0]]
