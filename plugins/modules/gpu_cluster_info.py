@@ -79,7 +79,10 @@ dra:
   returned: always
   type: dict
 serving:
-  description: Whether the KServe, Knative Serving, KEDA and OpenShift AI APIs are served, and the KServe controller found.
+  description:
+    - Whether the KServe, Knative Serving, KEDA and OpenShift AI APIs are served, and the KServe controller found.
+    - C(models) the InferenceServices of M(kubegpu.platform.serving_models), each with C(name) (C(namespace/name)),
+      C(pool) or C(claim_template), C(ready) and C(min_replicas).
   returned: always
   type: dict
 """
@@ -120,7 +123,20 @@ def serving_info(cluster):
     controllers = cluster.list("apps/v1", "Deployment", label_selector="control-plane=kserve-controller-manager")
     dscs = cluster.list("datasciencecluster.opendatahub.io/v2", "DataScienceCluster") or \
         cluster.list("datasciencecluster.opendatahub.io/v1", "DataScienceCluster")
+    models = []
+    if served("serving.kserve.io/v1beta1", "InferenceService"):
+        for isvc in cluster.list("serving.kserve.io/v1beta1", "InferenceService",
+                                 label_selector="app.kubernetes.io/managed-by=kubegpu.platform,kubegpu.io/serving-model"):
+            meta, status = isvc["metadata"], isvc.get("status") or {}
+            labels = meta.get("labels") or {}
+            ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+            models.append({"name": "%s/%s" % (meta["namespace"], meta["name"]),
+                           "pool": labels.get("kubegpu.io/node-pool"),
+                           "claim_template": labels.get("kubegpu.io/claim-template"),
+                           "ready": bool(ready) and ready[0].get("status") == "True",
+                           "min_replicas": ((isvc.get("spec") or {}).get("predictor") or {}).get("minReplicas")})
     return {
+        "models": sorted(models, key=lambda m: m["name"]),
         "kserve": {"api": served("serving.kserve.io/v1beta1", "InferenceService"),
                    "controller": bool(controllers)},
         "knative_serving": {"api": served("serving.knative.dev/v1", "Service")},

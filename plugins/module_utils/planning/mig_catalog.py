@@ -310,3 +310,33 @@ _CATALOG_LIST = (
     _RTX_PRO_6000,
 )
 _CATALOGS = dict((catalog.model.key, catalog) for catalog in _CATALOG_LIST)
+
+
+# Memory of a MIG device as GPU Feature Discovery publishes it (nvidia.com/mig-<profile>.memory, MiB), for
+# the profiles seen on real nodes (reference gpu-node-labels.md, "MIG capacity and labels"). '+me' devices
+# have their base profile's memory.
+_SEEN_MEMORY_MIB = {
+    ("H100-80GB", "1g.10gb"): 9984,
+    ("H100-80GB", "2g.20gb"): 20096,
+    ("H100-80GB", "3g.40gb"): 40320,
+    ("A100-40GB", "1g.5gb"): 4864,
+    ("A100-40GB", "2g.10gb"): 9984,
+    ("A100-40GB", "3g.20gb"): 20096,
+    ("A100-40GB", "7g.40gb"): 40192,
+}
+_PROFILE_MEMORY = re.compile(r"^[0-9]+g\.(?P<gb>[0-9]+)gb")
+
+
+def profile_memory_mib(model, profile_name):
+    """Return the memory (MiB) of one MIG device of this profile on this GpuModel.
+
+    The figure GFD publishes where one was seen; otherwise the gigabytes of the profile's name read
+    as 10^9 bytes, a lower bound: every seen device has 2-5% more (3g.40gb: 40320 MiB, 42.3 GB).
+    Raises LayoutError for a profile the model does not have.
+    """
+    profile = catalog_for(model).profile(profile_name)
+    base = profile.name.split(_PLUS, 1)[0]
+    seen = _SEEN_MEMORY_MIB.get((model.key, base))
+    if seen is not None:
+        return seen
+    return int(int(_PROFILE_MEMORY.match(base).group("gb")) * 10 ** 9 // 2 ** 20)

@@ -125,7 +125,7 @@ __all__ = [
     "selector_matches",
     # this module
     "COUNT_LABEL", "DEVICE_PLUGIN_CONFIG_LABEL", "MIG_CAPABLE_LABEL", "MIG_CONFIG_LABEL", "POOL_LABEL",
-    "YAML_IMPORT_ERROR", "check_gpu_pods", "mig_parted_yaml", "plan_pools",
+    "YAML_IMPORT_ERROR", "check_gpu_pods", "mig_parted_yaml", "physical_gpus", "plan_pools",
 ]
 
 # Strategies whose configs depend on the GPU: their nodes must carry GFD's labels.
@@ -733,3 +733,17 @@ def _uses_gpu(spec):
             if any(str(name).startswith(NVIDIA_PREFIX) for name in resources.get(kind) or {}):
                 return True
     return False
+
+
+def physical_gpus(node, existing_mig_config_yaml=None):
+    """Return a Node's physical GPU count from its labels and our record, None when they cannot tell.
+
+    The count the plan uses (see _physical_gpus); for callers outside the plan, such as the serving
+    stage's slices. A node without a known gpu.product gives None.
+    """
+    labels = node_labels(node)
+    if not labels.get(PRODUCT_LABEL):
+        return None
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return _physical_gpus(labels, model_for_labels(labels), _existing_mig_configs(existing_mig_config_yaml),
+                          annotations)

@@ -58,6 +58,14 @@ def cluster_report(info):
                      _yes(serving["kserve"]["api"]), _yes(serving["kserve"]["controller"]),
                      _yes(serving["knative_serving"]["api"]), _yes(serving["keda"]["api"]),
                      _yes(serving["openshift_ai"]["api"])))
+    by_place = {}
+    for model in serving.get("models") or []:
+        place = ("pool " + model["pool"]) if model.get("pool") else ("claim template " + str(model.get("claim_template")))
+        by_place.setdefault(place, []).append("{0} ({1}{2})".format(
+            model["name"], "Ready" if model["ready"] else "not ready",
+            ", scales to zero" if model.get("min_replicas") == 0 else ""))
+    for place, served_models in sorted(by_place.items()):
+        lines.append("Served on {0}: {1}".format(place, ", ".join(served_models)))
     nodes = info["gpu_nodes"]
     lines.append("Nodes:        {0} in all, {1} with NVIDIA GPUs".format(nodes["nodes"], nodes["gpu_nodes"]))
     lines.append("")

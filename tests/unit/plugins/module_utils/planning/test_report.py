@@ -74,3 +74,14 @@ def test_dra_nodes_and_claim_templates():
     assert lines[3] == "DRA nodes:    gpu-h200-000 (8 devices)"
     assert lines[4] == "Claim template gpu-80g: DeviceClass kubegpu-gpu-80g; ResourceClaimTemplate llm/gpu-80g"
     assert lines[5] == "Claim template orphan: DeviceClass missing; no claims"
+
+
+def test_served_models_per_pool_and_claim_template():
+    serving = dict(INFO["serving"], models=[
+        {"name": "llm/bge", "pool": "embed-l40s", "claim_template": None, "ready": True, "min_replicas": 0},
+        {"name": "llm/llama-dra", "pool": None, "claim_template": "gpu-80g", "ready": False, "min_replicas": 1},
+        {"name": "llm/llama-8b", "pool": "embed-l40s", "claim_template": None, "ready": True, "min_replicas": 1}])
+    lines = cluster_report(dict(INFO, serving=serving))
+    assert lines[4] == "Served on claim template gpu-80g: llm/llama-dra (not ready)"
+    assert lines[5] == "Served on pool embed-l40s: llm/bge (Ready, scales to zero), llm/llama-8b (Ready)"
+    assert lines[6] == "Nodes:        5 in all, 3 with NVIDIA GPUs"
