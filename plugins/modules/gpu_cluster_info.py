@@ -95,7 +95,12 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_
     summarize_gpu_nodes,
     summarize_pools,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import CLAIM_TEMPLATE_LABEL
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    CLAIM_TEMPLATE_LABEL,
+    MANAGED_BY,
+    POOL_LABEL,
+    SERVING_MODEL_LABEL,
+)
 
 
 def dra_info(cluster):
@@ -126,13 +131,14 @@ def serving_info(cluster):
     models = []
     if served("serving.kserve.io/v1beta1", "InferenceService"):
         for isvc in cluster.list("serving.kserve.io/v1beta1", "InferenceService",
-                                 label_selector="app.kubernetes.io/managed-by=kubegpu.platform,kubegpu.io/serving-model"):
+                                 label_selector=",".join(["%s=%s" % item for item in MANAGED_BY.items()]
+                                                         + [SERVING_MODEL_LABEL])):
             meta, status = isvc["metadata"], isvc.get("status") or {}
             labels = meta.get("labels") or {}
             ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
             models.append({"name": "%s/%s" % (meta["namespace"], meta["name"]),
-                           "pool": labels.get("kubegpu.io/node-pool"),
-                           "claim_template": labels.get("kubegpu.io/claim-template"),
+                           "pool": labels.get(POOL_LABEL),
+                           "claim_template": labels.get(CLAIM_TEMPLATE_LABEL),
                            "ready": bool(ready) and ready[0].get("status") == "True",
                            "min_replicas": ((isvc.get("spec") or {}).get("predictor") or {}).get("minReplicas")})
     return {

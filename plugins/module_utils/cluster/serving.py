@@ -12,6 +12,7 @@ __metaclass__ = type
 import json
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import MANAGED_BY_LABEL, SERVING_FIELD_MANAGER
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.errors import ServingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.install import (
@@ -42,7 +43,7 @@ KNATIVE_NAMESPACE = "knative-serving"
 KNATIVE_AUTOSCALER = "autoscaler"
 KEDA_OPERATOR = "keda-operator"
 ISVC_CRD = "inferenceservices.serving.kserve.io"
-FIELD_MANAGER = "kubegpu.platform/serving"
+FIELD_MANAGER = SERVING_FIELD_MANAGER
 PLANNING_ERRORS = (ServingError, DraError, PoolError, SizingError)
 
 
@@ -118,7 +119,7 @@ def platform_facts(cluster, kserve_namespace=KSERVE_NAMESPACE):
     facts["keda"] = _deployment_named(cluster, KEDA_OPERATOR)
     if groups.get(KSERVE_GROUP):
         helm = cluster.list("apiextensions.k8s.io/v1", "CustomResourceDefinition",
-                            label_selector="app.kubernetes.io/managed-by=Helm",
+                            label_selector="%s=Helm" % MANAGED_BY_LABEL,
                             field_selector="metadata.name=%s" % ISVC_CRD)
         facts["kserve_crds"] = "helm" if helm else "other"
     return facts

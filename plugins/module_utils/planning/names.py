@@ -8,6 +8,10 @@ Two kinds of names live here:
 - NVIDIA's and the platform's (GPU Feature Discovery, the GPU Operator, mig-manager, the DRA driver, NFD,
   OpenShift): their software writes or reads them, we follow it (shared/reference/gpu-node-labels.md,
   shared/reference/gpu-operator.md).
+The annotations of an InferenceService that KServe, Knative and KEDA read (serving.kserve.io/deploymentMode,
+serving.kserve.io/autoscalerClass, autoscaling.knative.dev/*, serving.knative.dev/progress-deadline) are those
+projects' API, like the fields of the objects they annotate: they are spelt where the InferenceService is built
+(planning/serving/models.py); the labels we put on our serving objects are here.
 
 Every other module imports a name from here instead of spelling it; a unit test (test_names.py) fails when a
 label, annotation or field manager defined here appears as a literal anywhere else under plugins/ or roles/.
@@ -20,8 +24,13 @@ __metaclass__ = type
 # --- Our labels (kubegpu.io) -----------------------------------------------------------------------------------
 # The node pool a node belongs to (value: the pool's name); set by the node-pools stage on every pool's nodes.
 POOL_LABEL = "kubegpu.io/node-pool"
-# The claim template a DRA object was published for (value: the template's name).
+# The claim template a DRA object was published for (value: the template's name); also on an InferenceService whose
+# model claims its GPU through that template.
 CLAIM_TEMPLATE_LABEL = "kubegpu.io/claim-template"
+# The serving stage's objects: an InferenceService (value: the model's name) and a ServingRuntime (value: the
+# runtime's name) it wrote; with managed-by, the selectors its prune and the report list them by.
+SERVING_MODEL_LABEL = "kubegpu.io/serving-model"
+SERVING_RUNTIME_LABEL = "kubegpu.io/serving-runtime"
 
 # Well-known Kubernetes labels we put on the objects we create, and their values.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -46,8 +55,8 @@ DEVICE_PLUGIN_CONFIG_ANNOTATION = "kubegpu.io/device-plugin-config"
 FIELD_MANAGER = COLLECTION                              # installs: operators, ClusterPolicy, NFD
 NODE_POOLS_FIELD_MANAGER = COLLECTION + "/node-pools"
 DRA_FIELD_MANAGER = COLLECTION + "/dra"
-# Reserved for the stages to come.
 SERVING_FIELD_MANAGER = COLLECTION + "/serving"
+# Reserved for the stages to come.
 MONITORING_FIELD_MANAGER = COLLECTION + "/monitoring"
 TENANCY_FIELD_MANAGER = COLLECTION + "/tenancy"
 
@@ -130,8 +139,8 @@ GPU_OPERATOR_NAMESPACE_KUBERNETES = "gpu-operator"        # the Helm chart's doc
 NFD_NAMESPACE_OPENSHIFT = "openshift-nfd"
 
 # --- The names the single-source test checks (test_names.py) ------------------------------------------------------
-LABELS = (POOL_LABEL, CLAIM_TEMPLATE_LABEL, MANAGED_BY_LABEL, PART_OF_LABEL, GPU_PRESENT_LABEL, PRODUCT_LABEL,
-          COUNT_LABEL, MEMORY_LABEL, FAMILY_LABEL, COMPUTE_MAJOR_LABEL, COMPUTE_MINOR_LABEL, SHARING_STRATEGY_LABEL,
+LABELS = (POOL_LABEL, CLAIM_TEMPLATE_LABEL, SERVING_MODEL_LABEL, SERVING_RUNTIME_LABEL, MANAGED_BY_LABEL, PART_OF_LABEL,
+          GPU_PRESENT_LABEL, PRODUCT_LABEL, COUNT_LABEL, MEMORY_LABEL, FAMILY_LABEL, COMPUTE_MAJOR_LABEL, COMPUTE_MINOR_LABEL, SHARING_STRATEGY_LABEL,
           MIG_CAPABLE_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, DEPLOY_LABEL_PREFIX,
           DEVICE_PLUGIN_DEPLOY_LABEL, DRIVER_DEPLOY_LABEL, DRA_PLUGIN_LABEL) + PCI_PRESENT_LABELS
 ANNOTATIONS = (GPU_COUNT_ANNOTATION, DRAINED_ANNOTATION, DEVICE_PLUGIN_CONFIG_ANNOTATION, MACHINE_ANNOTATION)

@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import MANAGED_BY
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.platform import (
     AUTHORINO,
     CMA,
@@ -38,7 +39,7 @@ KEDA_CONTROLLER = "keda"
 SMCP = {"name": "data-science-smcp", "namespace": "istio-system"}
 KSERVE_NAMESPACE = "kserve"
 KEDA_NAMESPACE = "keda"
-LABELS = {"app.kubernetes.io/managed-by": "kubegpu.platform"}
+LABELS = dict(MANAGED_BY)
 
 # Where each chart is published, and its folder in a charts directory laid out as shared/charts is.
 PUBLISHED = {

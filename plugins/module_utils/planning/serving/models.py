@@ -40,6 +40,11 @@ __metaclass__ = type
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import parse_claim_templates
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import canonical_profile_name
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    CLAIM_TEMPLATE_LABEL as TEMPLATE_LABEL,
+    POOL_LABEL,
+    SERVING_MODEL_LABEL as MODEL_LABEL,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.errors import ServingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.fit import fit
@@ -62,9 +67,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.spec import AUTO, KNATIVE, STANDARD
 
 API_VERSION = "serving.kserve.io/v1beta1"
-MODEL_LABEL = "kubegpu.io/serving-model"
-POOL_LABEL = "kubegpu.io/node-pool"
-TEMPLATE_LABEL = "kubegpu.io/claim-template"
 CLAIM_NAME = "gpu"
 DRA_STRATEGY = "dra"
 DEPLOYMENT_MODE = "serving.kserve.io/deploymentMode"

@@ -16,14 +16,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import MANAGED_BY, SERVING_RUNTIME_LABEL
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.spec import VLLM_EMBED
 
 API_VERSION = "serving.kserve.io/v1alpha1"
 MODEL_FORMAT = "vLLM"
 PORT = 8080
 DEFAULT_IMAGE = "vllm/vllm-openai:v0.11.0"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "kubegpu.platform"}
-RUNTIME_LABEL = "kubegpu.io/serving-runtime"
+RUNTIME_LABEL = SERVING_RUNTIME_LABEL
 # KServe replaces {{.Name}} with the InferenceService's name: clients ask for the model by that name.
 _BASE_ARGS = ("--port=%d" % PORT, "--model=/mnt/models", "--served-model-name={{.Name}}")
 _TYPE_ARGS = {VLLM_EMBED: ("--task=embed",)}

@@ -48,7 +48,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_p
     DRA,
     MIG,
     MPS,
-    SHARED_SUFFIX,
     TIME_SLICING,
     shared_resources,
 )
@@ -61,16 +60,13 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.clai
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.quantity import parse_quantity
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_models import (
-    COUNT_LABEL,
     MODELS,
-    PRODUCT_LABEL,
     UnknownGpuError,
     model_for_key,
     model_for_labels,
     model_for_product,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import (
-    FULL_GPU_RESOURCE,
     LayoutError,
     catalog_for,
     profile_memory_mib,
@@ -80,6 +76,13 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_layo
     required_strategy,
     resources_for,
     validate_layout,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    COUNT_LABEL,
+    GPU_RESOURCE as FULL_GPU_RESOURCE,
+    MEMORY_LABEL,
+    PRODUCT_LABEL,
+    SHARED_RESOURCE_SUFFIX as SHARED_SUFFIX,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import physical_gpus
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import node_labels, resolve_pools
@@ -211,7 +214,7 @@ def _gpu_memory(pool, model):
     if model.memory_mib is None:
         raise SizingError(
             "pool '%s': the memory of %s is not in the collection's GPU table; give the pool's nodes (their "
-            "nvidia.com/gpu.memory label tells it) or slices with memory" % (pool.name, model.key))
+            "%s label tells it) or slices with memory" % (pool.name, model.key, MEMORY_LABEL))
     return model.memory_mib * MIB
 
 
@@ -245,8 +248,8 @@ def _model(gpu, field):
     try:
         return model_for_product(gpu)
     except UnknownGpuError:
-        raise SizingError("%s is %r; expected a GPU model key (%s) or a nvidia.com/gpu.product label"
-                          % (field, gpu, ", ".join(model.key for model in MODELS))) from None
+        raise SizingError("%s is %r; expected a GPU model key (%s) or a %s label"
+                          % (field, gpu, ", ".join(model.key for model in MODELS), PRODUCT_LABEL)) from None
 
 
 def _pool_hardware(pool, given, members):
@@ -263,8 +266,8 @@ def _pool_hardware(pool, given, members):
             groups[key] = groups.get(key, 0) + 1
         unknown = [model.key for model, count in groups if count is None]
         if unknown:
-            raise SizingError("pool '%s': nodes with %s do not tell their GPU count (nvidia.com/gpu.count); give "
-                              "hardware {%s: {gpu, gpus_per_node}}" % (pool.name, unknown[0], pool.name))
+            raise SizingError("pool '%s': nodes with %s do not tell their GPU count (%s); give "
+                              "hardware {%s: {gpu, gpus_per_node}}" % (pool.name, unknown[0], COUNT_LABEL, pool.name))
         if groups:
             return sorted(((model, count, nodes) for (model, count), nodes in groups.items()),
                           key=lambda item: (item[0].key, item[1]))
@@ -286,8 +289,7 @@ def _selector_hardware(pool):
         raise SizingError(
             "pool '%s': its GPU model and GPUs per node are unknown: no nodes of it were given, and its selector "
             "names %s; give hardware {%s: {gpu: <model, e.g. H100-80GB>, gpus_per_node: <N>}} or the cluster's "
-            "nodes" % (pool.name, "no nvidia.com/gpu.product" if not products else "no nvidia.com/gpu.count",
-                       pool.name))
+            "nodes" % (pool.name, "no " + (PRODUCT_LABEL if not products else COUNT_LABEL), pool.name))
     return [(_model(product, "pool '%s' selector %s" % (pool.name, PRODUCT_LABEL)), int(count), None)
             for product in products]
 
