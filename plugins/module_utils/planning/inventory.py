@@ -3,13 +3,15 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The inventory variables users write, and every check of them that needs no cluster.
 
-INVENTORY is the one description of kubegpu_platform, kubegpu_gpu_operator, kubegpu_node_pools and kubegpu_dra:
+INVENTORY is the one description of kubegpu_platform, kubegpu_gpu_operator, kubegpu_node_pools, kubegpu_dra and
+kubegpu_serving:
 keys, types, choices, suboptions and defaults, in Ansible argument-spec terms. The roles map these variables into
 their own prefixed defaults (roles/*/defaults/main.yml) and validate those with meta/argument_specs.yml; a unit test
 keeps the three in step. check_inventory walks the variables against INVENTORY (unknown keys anywhere, with the
 closest valid key; types; choices) and then hands each variable that passed to the checks of the stage that owns
-it (pool_spec for the pools, cluster_policy for ClusterPolicy fields, the DRA claim templates and driver values),
-so each rule stays where it lives. Errors are collected, not raised: {variable: [message, ...]}, each message
+it (pool_spec for the pools, cluster_policy for ClusterPolicy fields, the DRA claim templates and driver values,
+serving/spec.py for kubegpu_serving, and serving/models.py for the models' placement and sizing that the inventory
+alone decides), so each rule stays where it lives. Errors are collected, not raised: {variable: [message, ...]}, each message
 starting with the path the user wrote (kubegpu_gpu_operator.timeout: expected an integer, got 'soon').
 
 A variable of a stage still being built (FUTURE) is accepted as it is until its entry joins INVENTORY.
@@ -19,6 +21,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import inspect
 from collections.abc import Mapping
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning import cluster_policy
@@ -38,6 +41,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spe
     PoolError,
     parse_pools,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving import spec as serving_spec
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.errors import ServingError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.models import offline_problems
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError, size_model
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.suggest import did_you_mean
 
 PLATFORMS = ["auto", "openshift", "kubernetes"]
@@ -48,9 +55,14 @@ STAGES = {
     "gpu_operator": ("kubegpu_platform", "kubegpu_gpu_operator"),
     "node_pools": ("kubegpu_node_pools",),
     "dra": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_dra"),
+    # Models name pools of kubegpu_node_pools and claim templates of kubegpu_dra.
+    "serving": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_dra", "kubegpu_serving"),
 }
 # Variables of stages not described here yet: accepted unchecked (add the stage to INVENTORY and STAGES to check it).
-FUTURE = ("kubegpu_serving", "kubegpu_tenancy", "kubegpu_monitoring")
+FUTURE = ("kubegpu_tenancy", "kubegpu_monitoring")
+
+# A model's sizing: the keyword arguments of size_model (the model_sizing module's options).
+_SIZING_KEYS = tuple(inspect.signature(size_model).parameters)
 
 _HELM_COMMON = {
     "chart": {"type": "str"},
@@ -128,6 +140,68 @@ INVENTORY = {
         "timeout": {"type": "int", "default": 600},
         "wait_round": {"type": "int", "default": 30},
     }},
+    # The serving stage (docs/serving.md); serving/spec.py's parse_settings checks values, names and references.
+    "kubegpu_serving": {"type": "dict", "default": {}, "options": {
+        "platform": {"type": "str", "choices": list(serving_spec.PLATFORMS), "default": serving_spec.AUTO},
+        "mode": {"type": "str", "choices": list(serving_spec.MODES), "default": serving_spec.AUTO},
+        "install": {"type": "bool", "default": True},
+        "namespace": {"type": "str", "default": serving_spec.DEFAULT_NAMESPACE},
+        "openshift_ai": {"type": "dict", "default": {}, "options": {
+            "channel": {"type": "str", "default": ""},
+            "approval": {"type": "str", "choices": list(serving_spec.APPROVALS)},
+            "source": {"type": "str", "default": ""},
+        }},
+        "kserve": {"type": "dict", "default": {}, "options": {
+            "namespace": {"type": "str", "default": "kserve"},
+            "values": {"type": "dict", "default": {}},
+        }},
+        "keda": {"type": "dict", "default": {}, "options": {
+            "namespace": {"type": "str", "default": "keda"},
+            "values": {"type": "dict", "default": {}},
+        }},
+        "helm": {"type": "dict", "default": {}, "options": {
+            "charts_dir": {"type": "str", "default": ""},
+            "binary": {"type": "str", "default": ""},
+            "wait": {"type": "bool", "default": False},
+        }},
+        "scale_to_zero": {"type": "dict", "default": {}, "options": {
+            "retention_period": {"type": "str", "default": serving_spec.DEFAULT_RETENTION},
+            "prometheus": {"type": "str", "default": ""},
+            "query": {"type": "str", "default": ""},
+            "threshold": {"type": "int", "default": 1},
+        }},
+        "cold_start_timeout": {"type": "int", "default": serving_spec.DEFAULT_COLD_START},
+        "wait": {"type": "bool", "default": True},
+        "timeout": {"type": "int", "default": serving_spec.DEFAULT_COLD_START},
+        "runtimes": {"type": "list", "elements": "dict", "default": [], "options": {
+            "name": {"type": "str", "required": True},
+            "type": {"type": "str", "choices": list(serving_spec.RUNTIME_TYPES), "default": serving_spec.VLLM},
+            "image": {"type": "str", "default": ""},
+            "args": {"type": "list", "elements": "str", "default": []},
+            "env": {"type": "list", "elements": "dict", "default": []},
+            "resources": {"type": "dict"},
+        }},
+        "models": {"type": "list", "elements": "dict", "default": [], "options": {
+            "name": {"type": "str", "required": True},
+            "namespace": {"type": "str"},
+            "runtime": {"type": "str", "required": True},
+            "storage_uri": {"type": "str", "required": True},
+            # One of pool (kubegpu_node_pools) and claim_template (kubegpu_dra.claim_templates).
+            "pool": {"type": "str"},
+            "claim_template": {"type": "str"},
+            "mig_profile": {"type": "str"},
+            "gpus": {"type": "int"},
+            "min_replicas": {"type": "int", "default": 0},
+            "max_replicas": {"type": "int"},
+            "mode": {"type": "str", "choices": list(serving_spec.MODES), "default": serving_spec.AUTO},
+            # The model_sizing module's options; values checked by serving/sizing.py.
+            "sizing": {"type": "dict", "options": dict((key, {"type": "raw"}) for key in _SIZING_KEYS)},
+            "args": {"type": "list", "elements": "str", "default": []},
+            "env": {"type": "list", "elements": "dict", "default": []},
+            "resources": {"type": "dict"},
+            "tolerations": {"type": "list", "elements": "dict", "default": []},
+        }},
+    }},
 }
 
 # Ansible's spellings of true and false (module_utils.parsing.convert_bool), which the roles' argument specs accept.
@@ -165,6 +239,12 @@ def check_inventory(variables, stages):
             problems = _STAGE_CHECKS.get(name, lambda value: [])(variables[name])
         if problems:
             errors[name] = problems
+    checked = variables_of(stages)
+    for name, reads, check in _CROSS_CHECKS:
+        if name in checked and not errors.get(name) and not any(errors.get(read) for read in reads):
+            problems = check(variables)
+            if problems:
+                errors[name] = problems
     return errors
 
 
@@ -333,11 +413,63 @@ def _dra_problems(settings):
     return problems
 
 
+def _serving_problems(settings):
+    """serving/spec.py's checks: the settings and runtimes first, then model by model, so that every model's problem
+    is reported (parse_settings stops at the first)."""
+    try:
+        serving_spec.parse_settings(dict(settings, models=None))
+    except ServingError as e:
+        return [_serving_message(str(e), settings)]
+    problems = []
+    for index, model in enumerate(settings.get("models") or []):
+        try:
+            serving_spec.parse_settings(dict(settings, models=[model]))
+        except ServingError as e:
+            problems.append(_serving_message(str(e).replace("models[0]", "models[%d]" % index), settings))
+    if not problems:
+        try:
+            serving_spec.parse_settings(settings)
+        except ServingError as e:
+            problems.append(_serving_message(str(e), settings))
+    return problems
+
+
+def _serving_message(message, settings):
+    """spec.py and models.py name a model or runtime by its name (model 'llama-8b': ...); say where it is in the
+    inventory (kubegpu_serving.models[1] (llama-8b): ...)."""
+    for kind, key in (("model", "models"), ("runtime", "runtimes")):
+        for index, entry in enumerate(settings.get(key) or []):
+            name = entry.get("name") if isinstance(entry, Mapping) else None
+            subject = "%s '%s': " % (kind, name)
+            if isinstance(name, str) and message.startswith(subject):
+                return "kubegpu_serving.%s[%d] (%s): %s" % (key, index, name, message[len(subject):])
+    return message if message.startswith("kubegpu_serving") else "kubegpu_serving: %s" % message
+
+
+def _serving_placement(variables):
+    """The models against the pools and claim templates of the inventory (serving/models.py): unknown pools and
+    templates, DRA claims in Knative mode, MIG profiles a pool does not offer, and sizing where the slice is known
+    without the cluster (a claim template, a pool whose selector names its GPU model and count)."""
+    settings = serving_spec.parse_settings(variables.get("kubegpu_serving"))
+    try:
+        refused = offline_problems(settings, variables.get("kubegpu_node_pools") or [],
+                                   (variables.get("kubegpu_dra") or {}).get("claim_templates") or [])
+    except (ServingError, SizingError, PoolError, DraError) as e:
+        return [_serving_message(str(e), variables.get("kubegpu_serving"))]
+    return [_serving_message(message, variables.get("kubegpu_serving")) for message in refused]
+
+
 _STAGE_CHECKS = {
     "kubegpu_gpu_operator": _gpu_operator_problems,
     "kubegpu_node_pools": _pools_problems,
     "kubegpu_dra": _dra_problems,
+    "kubegpu_serving": _serving_problems,
 }
+# Checks across variables, run when every variable they read passed its own: (the variable whose problem it is,
+# the variables read, the check).
+_CROSS_CHECKS = (
+    ("kubegpu_serving", ("kubegpu_node_pools", "kubegpu_dra", "kubegpu_serving"), _serving_placement),
+)
 
 
 def leaf_paths(spec=None, prefix=""):

@@ -139,6 +139,27 @@ def _plan_model(settings, platform, model, slices, pools, templates):
     return report, isvc
 
 
+def offline_problems(settings, raw_pools, raw_templates):
+    """The refusals of plan_models that the inventory alone decides, one message per model refused: an unknown
+    pool or claim template, a claim template without the model's namespace, a pool of strategy dra, a DRA claim
+    in Knative mode (the model's or kubegpu_serving's mode; auto is the platform's, judged with the cluster), a
+    MIG profile or a device count the pool does not offer, and a model that does not fit its slice. A pool's
+    slices are known here only when its selector names its GPU model and count (nvidia.com/gpu.product and
+    gpu.count); a model on another pool is placed and sized with the cluster's nodes (plan_models)."""
+    slices, pools, templates = cluster_offers(raw_pools, raw_templates, [])
+    problems = []
+    for model in settings.models:
+        pool = pools.get(model.pool) if model.pool is not None else None
+        if pool is not None and pool["strategy"] != DRA_STRATEGY and pool["error"]:
+            continue
+        mode = model.mode if model.mode != AUTO else settings.mode
+        try:
+            _size(model, _candidates(model, mode, slices, pools, templates), slices)
+        except ServingError as e:
+            problems.append(str(e))
+    return problems
+
+
 def _no_scale_to_zero(subject, mode, platform):
     if mode == STANDARD:
         where = ("OpenShift AI %s in RawDeployment mode" % platform["version"] if platform["platform"] == OPENSHIFT_AI

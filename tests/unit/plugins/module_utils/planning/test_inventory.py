@@ -20,7 +20,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventor
 
 REPO = Path(__file__).resolve().parents[5]
 DEMO = yaml.safe_load((REPO / "examples" / "demo" / "inventory.yml").read_text())["all"]["vars"]
-ALL = ["gpu_operator", "node_pools", "dra"]
+ALL = ["gpu_operator", "node_pools", "dra", "serving"]
 
 
 def test_the_demo_inventory_passes():
@@ -98,7 +98,7 @@ def test_only_the_stages_variables_are_checked():
 
 
 def test_future_stage_variables_are_accepted_as_they_are():
-    assert check_inventory({"kubegpu_serving": {"platform": "kserve", "anything": [1]}}, ALL) == {}
+    assert check_inventory({"kubegpu_monitoring": {"anything": [1]}}, ALL) == {}
 
 
 def test_ansible_spellings_of_booleans_and_numbers_pass_as_the_roles_accept_them():
@@ -159,4 +159,101 @@ def test_inventory_spec_and_role_argument_specs_agree_on_types_choices_and_defau
 
 
 def test_every_variable_has_a_spec():
-    assert sorted(INVENTORY) == ["kubegpu_dra", "kubegpu_gpu_operator", "kubegpu_node_pools", "kubegpu_platform"]
+    assert sorted(INVENTORY) == ["kubegpu_dra", "kubegpu_gpu_operator", "kubegpu_node_pools", "kubegpu_platform",
+                                 "kubegpu_serving"]
+
+
+# -- kubegpu_serving: its shape here, its values in serving/spec.py, its models against the pools and templates
+
+
+def serving(change, demo=DEMO):
+    """The demo's variables with kubegpu_serving changed by change(kubegpu_serving) in place."""
+    variables = copy.deepcopy(demo)
+    change(variables["kubegpu_serving"])
+    return variables
+
+
+def model(index, **keys):
+    def change(value):
+        value["models"][index].update(keys)
+    return change
+
+
+# A pool whose selector names its GPU model and count: its slices are known without the cluster.
+A100_PAIR = {"name": "a100-pair", "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                                                               "nvidia.com/gpu.count": "2"}},
+             "sharing": {"strategy": "none"}}
+# The demo's 70B model in FP8 (two H200s through a claim template), placed on a pool instead.
+LLAMA_70B = dict(DEMO["kubegpu_serving"]["models"][3], name="big", claim_template=None)
+
+
+@pytest.mark.parametrize("change, expected", [
+    (model(1, min_replica=1), "kubegpu_serving.models[1] (llama-8b): unknown key 'min_replica' (did you mean "
+                              "'min_replicas'?)"),
+    (model(0, runtime="vlm-embed"), "kubegpu_serving.models[0] (bge-large): runtime is 'vlm-embed', which "
+                                    "kubegpu_serving.runtimes does not list (listed: vllm, vllm-embed)"),
+    (model(1, pool="llm-h10"), "kubegpu_serving.models[1] (llama-8b): pool is 'llm-h10', which kubegpu_node_pools "
+                               "does not list"),
+    (model(2, claim_template="gpu-80"), "kubegpu_serving.models[2] (llama-8b-dra): claim_template is 'gpu-80', which "
+                                        "kubegpu_dra.claim_templates does not list"),
+    (model(2, mode="knative"), "kubegpu_serving.models[2] (llama-8b-dra): claim_template 'gpu-80g' asks for a DRA "
+                               "resource claim, but the model runs in Knative mode"),
+    (lambda v: v.update(mode="serverless"), "kubegpu_serving.mode: 'serverless' is not valid"),
+    (lambda v: v.update(mode="knative"), "kubegpu_serving.models[2] (llama-8b-dra): claim_template 'gpu-80g'"),
+    (model(1, pool="dra-h200", mig_profile=None), "pool 'dra-h200' shares its GPUs through DRA"),
+    (model(1, min_replicas="none"), "kubegpu_serving.models[1] (llama-8b).min_replicas: expected an integer"),
+    (model(1, max_replicas=0), "kubegpu_serving.models[1] (llama-8b): max_replicas is 0; expected a whole number >= 1"),
+    (lambda v: v["runtimes"][1].update(typ="vllm-embed"),
+     "kubegpu_serving.runtimes[1] (vllm-embed): unknown key 'typ' (did you mean 'type'?)"),
+    (lambda v: v["runtimes"][1].update(type="embed"), "kubegpu_serving.runtimes[1] (vllm-embed).type: 'embed' is not "
+                                                      "valid"),
+    (lambda v: v.update(scale_to_zero={"retention_period": "five minutes"}),
+     "kubegpu_serving: scale_to_zero.retention_period is 'five minutes'; expected a duration"),
+    (lambda v: v.update(scale_to_zero={"treshold": 2}), "kubegpu_serving.scale_to_zero: unknown key 'treshold' (did "
+                                                        "you mean 'threshold'?)"),
+    (model(1, sizing={"precison": "bf16"}), "kubegpu_serving.models[1] (llama-8b).sizing: unknown key 'precison' "
+                                            "(did you mean 'precision'?)"),
+    (model(3, claim_template="gpu-80g"), "kubegpu_serving.models[3] (llama-70b): "),
+    (lambda v: v.update(models="llama"), "kubegpu_serving.models: expected a list, got 'llama'"),
+])
+def test_serving_problems_name_the_model_and_the_path(change, expected):
+    errors = check_inventory(serving(change), ALL)
+    assert list(errors) == ["kubegpu_serving"], errors
+    assert any(expected in message for message in errors["kubegpu_serving"]), errors["kubegpu_serving"]
+
+
+def test_every_models_problem_is_reported_at_once():
+    def change(value):
+        value["models"][0]["runtime"] = "vlm"
+        value["models"][1]["gpus"] = 0
+    problems = check_inventory(serving(change), ALL)["kubegpu_serving"]
+    assert [p.split(":")[0] for p in problems] == ["kubegpu_serving.models[0] (bge-large)",
+                                                   "kubegpu_serving.models[1] (llama-8b)"], problems
+
+
+def test_a_model_too_big_for_a_pool_whose_gpus_the_selector_names_is_refused_without_the_cluster():
+    variables = copy.deepcopy(DEMO)
+    variables["kubegpu_node_pools"].append(A100_PAIR)
+    variables["kubegpu_serving"]["models"].append(dict(LLAMA_70B, pool="a100-pair", gpus=1))
+    problems = check_inventory(variables, ALL)["kubegpu_serving"]
+    assert len(problems) == 1 and problems[0].startswith("kubegpu_serving.models[4] (big): "), problems
+    # Two GPUs (tensor parallel) with a quarter of the context fit.
+    variables["kubegpu_serving"]["models"][4].update(gpus=2, sizing=dict(LLAMA_70B["sizing"], context=8192))
+    assert check_inventory(variables, ALL) == {}
+
+
+def test_pools_whose_gpus_only_the_cluster_tells_are_sized_with_the_cluster():
+    variables = serving(model(0, sizing=dict(LLAMA_70B["sizing"])))     # 70B on a quarter of an L40S
+    assert check_inventory(variables, ALL) == {}
+
+
+def test_serving_is_checked_only_for_the_serving_stage():
+    variables = serving(model(1, pool="llm-h10"))
+    assert check_inventory(variables, ["gpu_operator", "node_pools", "dra"]) == {}
+    assert list(check_inventory(variables, ["serving"])) == ["kubegpu_serving"]
+
+
+def test_models_are_not_placed_while_the_pools_are_broken():
+    variables = serving(model(1, pool="llm-h10"))
+    variables["kubegpu_node_pools"][1]["sharing"]["time_slicing"]["replicas"] = 1
+    assert list(check_inventory(variables, ["serving"])) == ["kubegpu_node_pools"]
