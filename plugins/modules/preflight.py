@@ -12,10 +12,12 @@ short_description: Check the inventory and the cluster for the stages a playbook
 version_added: 0.2.0
 description:
   - Checks the inventory variables of every stage the playbook runs (C(kubegpu_platform), C(kubegpu_gpu_operator),
-    C(kubegpu_node_pools), C(kubegpu_dra)) - unknown keys anywhere, each named with its full path and the closest
-    valid key; types and choices, named as the user wrote them (C(kubegpu_gpu_operator.timeout)); then each stage's
-    own rules - pools, ClusterPolicy sections, dead fields and enum values, NVIDIADriver entries, claim templates
-    and DRA driver feature gates.
+    C(kubegpu_node_pools), C(kubegpu_dra), C(kubegpu_serving)) - unknown keys anywhere, each named with its full
+    path and the closest valid key (a model's C(min_replica) too); types and choices, named as the user wrote them
+    (C(kubegpu_gpu_operator.timeout)); then each stage's own rules - pools, ClusterPolicy sections, dead fields and
+    enum values, NVIDIADriver entries, claim templates and DRA driver feature gates, serving runtimes and models
+    (unknown runtimes, pools and claim templates, DRA claims in Knative mode, and models too big for a slice the
+    inventory alone describes).
   - Then reads the cluster, and only reads it - every C(cluster_policy) field against the ClusterPolicy CRD's schema
     (from the cluster, or from the C(crds/) folder of a local chart; the API server would drop an unknown field
     silently); OpenShift - the GPU Operator's channel and CSV and NFD's channel in their PackageManifests; the
@@ -23,7 +25,9 @@ description:
     unknown MachineSets, a pool that selects no node); DRA - what the platform
     allows, the driver's feature gates for its release, and the C(cel) of claim templates, which the API server
     compiles in a server-side dry run of their DeviceClasses (a dry run stores nothing) once C(resource.k8s.io) is
-    served.
+    served; serving - the platform (OpenShift AI 2.x or 3.x, upstream KServe) and what its modes allow (no Knative
+    mode on OpenShift AI 3.x, no C(min_replicas) 0 where only the HPA scales), and every model placed and sized on
+    the slices its pool's nodes or its claim template offer.
   - Every problem is reported at once, grouped per variable (RV(errors)); the task fails when there is one, so the
     playbook stops before its first write. Every playbook of the collection runs it first, for all its stages.
   - Writes nothing, in check mode or not, and reports C(changed=false); its only requests besides reads are those
@@ -35,13 +39,13 @@ options:
     description: The stages the playbook will run.
     type: list
     elements: str
-    choices: [gpu_operator, node_pools, dra]
+    choices: [gpu_operator, node_pools, dra, serving]
     required: true
   variables:
     description:
       - The C(kubegpu_*) variables as the play sees them (name - value). Absent ones take their defaults. A name
         close to a variable of the collection (C(kubegpu_node_pool)) is reported as a misspelling; variables of
-        stages still being built (C(kubegpu_serving)...) are accepted as they are.
+        stages still being built (C(kubegpu_monitoring)...) are accepted as they are.
     type: dict
     default: {}
   cluster:
@@ -66,12 +70,13 @@ requirements:
 EXAMPLES = r"""
 - name: Check every input before anything is written
   kubegpu.platform.preflight:
-    stages: [gpu_operator, node_pools, dra]
+    stages: [gpu_operator, node_pools, dra, serving]
     variables:
       kubegpu_platform: "{{ kubegpu_platform | default(omit) }}"
       kubegpu_gpu_operator: "{{ kubegpu_gpu_operator | default(omit) }}"
       kubegpu_node_pools: "{{ kubegpu_node_pools | default(omit) }}"
       kubegpu_dra: "{{ kubegpu_dra | default(omit) }}"
+      kubegpu_serving: "{{ kubegpu_serving | default(omit) }}"
 """
 
 RETURN = r"""
@@ -106,6 +111,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.serving import platform_facts as serving_facts
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import CLUSTER_POLICY_API, spec_schema
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     device_class,
@@ -128,11 +134,12 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.prefligh
     check_cluster,
     setting,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.install import KSERVE_NAMESPACE
 
 MACHINESET_API = "machine.openshift.io/v1beta1"
 CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
 CLUSTER_POLICY_CRD_FILE = "nvidia.com_clusterpolicies.yaml"
-STAGE_ORDER = ("gpu_operator", "node_pools", "dra")
+STAGE_ORDER = ("gpu_operator", "node_pools", "dra", "serving")
 
 
 def policy_schema(cluster, variables):
@@ -165,7 +172,7 @@ def observe(cluster, variables, stages):
         else:
             observed["packages"] = dict((name, cluster.get(PACKAGE_API, "PackageManifest", name, MARKETPLACE_NAMESPACE))
                                         for name in (GPU_OPERATOR_PACKAGE, NFD_PACKAGE))
-    if "node_pools" in stages or "dra" in stages:
+    if "node_pools" in stages or "dra" in stages or "serving" in stages:
         observed["nodes"] = cluster.list("v1", "Node")
     if "node_pools" in stages:
         observed["machinesets"] = (cluster.list(MACHINESET_API, "MachineSet", namespace=MACHINE_API_NAMESPACE)
@@ -174,6 +181,9 @@ def observe(cluster, variables, stages):
                                         if cluster.resource(CLUSTER_POLICY_API, "ClusterPolicy") is not None else None)
     if "dra" in stages:
         observed["dra_facts"] = platform_facts(cluster)
+    if "serving" in stages:
+        observed["serving_facts"] = serving_facts(
+            cluster, setting(variables, "kubegpu_serving.kserve.namespace") or KSERVE_NAMESPACE)
     return observed
 
 

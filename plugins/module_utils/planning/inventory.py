@@ -419,24 +419,25 @@ def _serving_problems(settings):
     try:
         serving_spec.parse_settings(dict(settings, models=None))
     except ServingError as e:
-        return [_serving_message(str(e), settings)]
+        return [serving_message(str(e), settings)]
     problems = []
     for index, model in enumerate(settings.get("models") or []):
         try:
             serving_spec.parse_settings(dict(settings, models=[model]))
         except ServingError as e:
-            problems.append(_serving_message(str(e).replace("models[0]", "models[%d]" % index), settings))
+            problems.append(serving_message(str(e).replace("models[0]", "models[%d]" % index), settings))
     if not problems:
         try:
             serving_spec.parse_settings(settings)
         except ServingError as e:
-            problems.append(_serving_message(str(e), settings))
+            problems.append(serving_message(str(e), settings))
     return problems
 
 
-def _serving_message(message, settings):
+def serving_message(message, settings):
     """spec.py and models.py name a model or runtime by its name (model 'llama-8b': ...); say where it is in the
     inventory (kubegpu_serving.models[1] (llama-8b): ...)."""
+    settings = settings if isinstance(settings, Mapping) else {}
     for kind, key in (("model", "models"), ("runtime", "runtimes")):
         for index, entry in enumerate(settings.get(key) or []):
             name = entry.get("name") if isinstance(entry, Mapping) else None
@@ -455,8 +456,8 @@ def _serving_placement(variables):
         refused = offline_problems(settings, variables.get("kubegpu_node_pools") or [],
                                    (variables.get("kubegpu_dra") or {}).get("claim_templates") or [])
     except (ServingError, SizingError, PoolError, DraError) as e:
-        return [_serving_message(str(e), variables.get("kubegpu_serving"))]
-    return [_serving_message(message, variables.get("kubegpu_serving")) for message in refused]
+        return [serving_message(str(e), variables.get("kubegpu_serving"))]
+    return [serving_message(message, variables.get("kubegpu_serving")) for message in refused]
 
 
 _STAGE_CHECKS = {

@@ -15,6 +15,11 @@ with the stages' own planning code, so a refusal here is the refusal the stage w
   gpu_operator stage in the same run, a cluster without a ClusterPolicy is refused too.
 - dra: what the DRA stage's platform step refuses (plan_platform), DRA pools that overlap device-plugin pools
   (dra_pool_nodes) and the driver values for the cluster's release and nodes (driver_values).
+- serving: what the serving stage's platform step refuses (serving/platform.py detect_platform: OpenShift AI
+  3.x without Knative mode, Knative mode without Knative Serving, OpenShift AI on Kubernetes), then every model
+  placed and sized on the slices the nodes offer (serving/models.py plan_models: min_replicas 0 where only the HPA
+  scales, a model that does not fit its slice). A model on a pool whose GPUs the nodes do not tell yet is left to
+  the stage when the GPU Operator or node-pools stage runs before it in the same run.
 
 Observed (what the module reads; a key is absent when its stage is not run):
   platform          "openshift" | "kubernetes"
@@ -25,11 +30,14 @@ Observed (what the module reads; a key is absent when its stage is not run):
   dra_facts         cluster/dra.platform_facts
   policy_schema     the ClusterPolicy CRD's schema of spec, or None when there is none to read
   policy_schema_source  where it was read: the cluster's CRD, or the local chart's crds/ folder
+  serving_facts     cluster/serving.platform_facts
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+from dataclasses import replace
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning import cluster_policy
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
@@ -44,11 +52,24 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driv
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import plan_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import dra_pool_nodes
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import INVENTORY, as_bool
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import (
+    INVENTORY,
+    as_bool,
+    serving_message,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import plan_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import OlmError, select
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import machineset_writes
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.errors import ServingError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.models import (
+    DRA_STRATEGY,
+    cluster_offers,
+    plan_models,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.platform import detect_platform
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.spec import parse_settings
 
 GPU_OPERATOR_PACKAGE = "gpu-operator-certified"
 NFD_PACKAGE = "nfd"
@@ -79,7 +100,8 @@ def check_cluster(variables, stages, observed):
     must change outside the collection, as the DRA platform step reports it]}.
     """
     errors, checked, requirements = {}, {}, []
-    for stage, check in (("gpu_operator", _gpu_operator), ("node_pools", _node_pools), ("dra", _dra)):
+    for stage, check in (("gpu_operator", _gpu_operator), ("node_pools", _node_pools), ("dra", _dra),
+                         ("serving", _serving)):
         if stage in stages:
             problems, done = check(variables, stages, observed, requirements)
             if problems:
@@ -190,4 +212,38 @@ def _dra(variables, stages, observed, requirements):
         requirements.extend(getattr(e, "requirements", None) or [])
     except PoolError as e:
         problems.append("kubegpu_node_pools: %s" % e)
+    return problems, done
+
+
+def _serving(variables, stages, observed, requirements):
+    problems, done = [], []
+    try:
+        settings = parse_settings(variables.get("kubegpu_serving"))
+        platform = detect_platform(observed["serving_facts"], settings)
+        done.append("platform %s%s: models in %s mode by default; scale to zero: %s; to install: %s" % (
+            platform["flavor"], " " + platform["version"] if platform["version"] else "", platform["mode"],
+            ", ".join("%s mode %s" % (mode, how or "none") for mode, how in sorted(platform["scale_to_zero"].items())),
+            ", ".join(platform["missing"]) or "nothing"))
+        slices, pools, templates = cluster_offers(variables.get("kubegpu_node_pools") or [],
+                                                  (variables.get("kubegpu_dra") or {}).get("claim_templates") or [],
+                                                  observed["nodes"])
+        later = []
+        if "gpu_operator" in stages or "node_pools" in stages:
+            # The GPU Operator's feature discovery labels the nodes with their GPUs: a pool's slices may only be
+            # known once an earlier stage of this run has run.
+            later = [m for m in settings.models if m.pool in pools and pools[m.pool]["strategy"] != DRA_STRATEGY
+                     and pools[m.pool]["error"]]
+        placed = [m for m in settings.models if m not in later]
+        plan = plan_models(replace(settings, models=tuple(placed)), platform, slices, pools, templates)
+        for name, report in sorted(plan["models"].items()):
+            done.append("model %s: %s on %s %s x%d (%s mode%s)" % (
+                name, report["slice"]["resource_name"], "pool" if report["pool"] else "claim template",
+                report["pool"] or report["claim_template"], report["units"], report["mode"],
+                ", scales to zero with %s" % report["scale_to_zero"] if report["scale_to_zero"] else ""))
+        for model in later:
+            done.append("model %s/%s: pool %s's GPUs are not known yet (%s); placed and sized by the serving stage"
+                        % (model.namespace, model.name, model.pool, pools[model.pool]["error"]))
+    except (ServingError, SizingError, PoolError, DraError) as e:
+        problems.append(serving_message(str(e), variables.get("kubegpu_serving") or {}))
+        requirements.extend(getattr(e, "requirements", None) or [])
     return problems, done

@@ -172,3 +172,68 @@ def test_the_shipped_crd_schema_takes_the_demo_settings():
     assert schema_problems(chart_spec(CHART_VALUES), schema, "spec.") == []
     assert schema_problems({"driver": {"enabeld": True}}, schema, "spec.")[0].startswith(
         "spec.driver.enabeld: not a field of the ClusterPolicy")
+
+
+# -- serving: the platform the facts show, then every model placed and sized on the nodes' slices
+
+CATALOG = {"rhods-operator": {"default_channel": "fast-3.x", "channels": {
+    "fast-3.x": "rhods-operator.3.5.0", "stable": "rhods-operator.2.25.0"}}}
+OPENSHIFT_AI_3 = {"openshift_version": "4.20.3", "operators": {}, "catalog": CATALOG, "groups": {}}
+OPENSHIFT_AI_2_RAW = dict(OPENSHIFT_AI_3, operators={"rhods-operator": "rhods-operator.2.25.0"},
+                          dsc={"apiVersion": "datasciencecluster.opendatahub.io/v1",
+                               "spec": {"components": {"kserve": {"defaultDeploymentMode": "RawDeployment"}}}})
+KSERVE = {"openshift_version": None, "groups": {}, "kserve_controller": True, "keda": False}
+LLAMA = {"precision": "bf16", "context": 8192, "concurrency": 4, "hf_config": {
+    "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072}}
+
+
+def served(*models, **settings):
+    base = {"runtimes": [{"name": "vllm"}],
+            "models": [dict({"runtime": "vllm", "storage_uri": "hf://org/m"}, **m) for m in models]}
+    base.update(settings)
+    return {"kubegpu_node_pools": [H100_POOL, L40S_POOL], "kubegpu_serving": base}
+
+
+def test_models_on_the_nodes_slices_pass_and_say_where_they_land():
+    variables = served({"name": "llama", "pool": "llm-h100", "sizing": LLAMA})
+    judged = check_cluster(variables, ["serving"], observed(serving_facts=OPENSHIFT_AI_3))
+    assert judged["errors"] == {}, judged["errors"]
+    assert judged["checked"]["serving"][0].startswith("platform openshift-ai-3 3.5.0: models in standard mode")
+    assert "model llm/llama: nvidia.com/gpu on pool llm-h100 x1 (standard mode, scales to zero with keda)" in \
+        judged["checked"]["serving"]
+
+
+@pytest.mark.parametrize("variables, facts, words", [
+    (served({"name": "m", "pool": "embed"}, mode="knative"), OPENSHIFT_AI_3,
+     ["kubegpu_serving.mode is knative, but OpenShift AI 3.5.0 removed Serverless"]),
+    (served({"name": "m", "pool": "embed", "mode": "knative"}), OPENSHIFT_AI_3,
+     ["kubegpu_serving.models[0] (m): mode is knative, but OpenShift AI 3.5.0 removed"]),
+    (served({"name": "m", "pool": "embed"}), OPENSHIFT_AI_2_RAW,
+     ["kubegpu_serving.models[0] (m): min_replicas is 0", "RawDeployment mode scales with the HPA only"]),
+    (served({"name": "m", "pool": "embed"}, install=False), KSERVE,
+     ["kubegpu_serving.models[0] (m): min_replicas is 0", "KServe's Standard mode without KEDA"]),
+    (served({"name": "m", "pool": "embed", "mode": "knative"}), dict(KSERVE, keda=True),
+     ["mode is knative, but Knative Serving does not run on this cluster"]),
+    (served({"name": "m", "pool": "embed", "sizing": dict(LLAMA, context=131072)}), OPENSHIFT_AI_3,
+     ["kubegpu_serving.models[0] (m): model does not fit pool 'embed'"]),
+    (served({"name": "m", "pool": "embed"}, platform="openshift-ai"), KSERVE,
+     ["kubegpu_serving.platform is openshift-ai but this cluster is not OpenShift"]),
+])
+def test_serving_refusals(variables, facts, words):
+    judged = check_cluster(variables, ["serving"], observed(serving_facts=facts))
+    assert list(judged["errors"]) == ["serving"], judged["errors"]
+    message = " ".join(judged["errors"]["serving"])
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_a_pool_whose_gpus_the_nodes_do_not_tell_yet_is_left_to_the_stage_when_the_operator_runs_first():
+    nodes = [node("l40s-0", product=None, labels={"pool": "embed"})]
+    variables = served({"name": "m", "pool": "cpu"})
+    variables["kubegpu_node_pools"] = [raw_pool("cpu", by_label("pool", "embed"))]
+    seen = observed(nodes=nodes, serving_facts=OPENSHIFT_AI_3)
+    judged = check_cluster(variables, ["gpu_operator", "node_pools", "serving"], dict(seen, platform="kubernetes"))
+    assert "serving" not in judged["errors"], judged["errors"]
+    assert any("pool cpu's GPUs are not known yet" in line for line in judged["checked"]["serving"])
+    assert list(check_cluster(variables, ["serving"], seen)["errors"]) == ["serving"]
