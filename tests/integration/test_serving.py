@@ -167,7 +167,7 @@ REFUSALS = [
     ("a model that does not fit", {"llama-70b": {"gpus": None, "pool": "embed-l40s", "sizing": {
         "parameters": 70600000000, "precision": "bf16", "context": 8192, "architecture": {
             "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128}}}},
-     "model 'llama-70b': model does not fit pool 'embed-l40s'"),
+     "kubegpu_serving.models[3] (llama-70b): model does not fit pool 'embed-l40s'"),
     ("an unknown pool", {"bge-large": {"pool": "embed-t4"}}, "pool is 'embed-t4', which kubegpu_node_pools does not"),
     ("an unknown claim template", {"llama-8b-dra": {"claim_template": "gpu-200g"}},
      "claim_template is 'gpu-200g', which kubegpu_dra.claim_templates does not list"),
@@ -184,15 +184,19 @@ KNATIVE_REFUSALS = [
 ]
 
 
+PREFLIGHT_TASK = "Check the inventory and the cluster before anything is written"
+
+
 def check_refusals(dc, helm_bin, refusals=None, build=models_with, **settings):
-    """Each refusal: the run stops at the platform step with the message, and nothing is written."""
+    """Each refusal: the run stops in its first play (preflight, which plans the models as the stage's platform
+    step does) with the message, and nothing is written."""
     for what, changes, message in refusals or REFUSALS:
         models = build(**changes)
         mark = dc.audit.mark()
         out, stats, dummy = run(dc, helm_bin, models=models, **settings)
         failed = failure(out)
         assert failed and message in failed["msg"], (what, failed and failed["msg"])
-        assert _name_of_failed(out).startswith("Detect the serving platform"), what
+        assert _name_of_failed(out) == PREFLIGHT_TASK, what
         assert dc.audit.writes(mark) == [], what
 
 
@@ -358,6 +362,7 @@ def test_openshift_ai_3_refuses_knative_mode(openshift_ai_3, helm_bin):
     mark = dc.audit.mark()
     out, dummy, dummy2 = run(dc, helm_bin, mode="knative")
     assert "removed Serverless (Knative) mode" in failure(out)["msg"]
+    assert _name_of_failed(out) == PREFLIGHT_TASK
     assert dc.audit.writes(mark) == []
 
 
