@@ -86,6 +86,7 @@ def model(index, **keys):
     value["models"][index].update(keys)
     return {"kubegpu_serving": value}
 
+
 # (id, playbook, extra variables, words the error must contain[, states (default both), more args])
 # Trimmed to keep the file's time: cases whose refusal another case's code path already makes (a second and third
 # dead ClusterPolicy field, NFD's channel, key, timeout and helm.values beside the operator's own, a second choice of

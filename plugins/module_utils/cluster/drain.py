@@ -30,7 +30,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait impo
 )
 
 
-
 def drain_node(cluster, node, pods, timeout, interval=1.0, budget=None, started=None, memory=None):
     """Cordon `node` (marked as ours) and evict `pods` ("namespace/name"); wait until they are gone or raise
     ClusterError. The caller uncordons, whatever happens, except when the round (budget) ran out: then RoundOver
