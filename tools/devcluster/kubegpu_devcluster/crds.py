@@ -57,7 +57,7 @@ def group_files(folder: Path, groups) -> list:
     return sorted(p for g in groups for p in (folder / g).glob("*.yaml"))
 
 
-def remove(dyn, folder: Path, groups, timeout: float = 60) -> int:
+def remove(dyn, folder: Path, groups, timeout: float = 120) -> int:
     """Delete the CRDs of those folders (and so their objects) and wait until they are gone: a fleet whose
     platform installs them itself (operators, charts) starts without them. Returns how many were deleted."""
     from kubernetes.dynamic.exceptions import NotFoundError
@@ -83,13 +83,25 @@ def _metadata(dyn) -> list:
     return [item.metadata for item in listing.items]
 
 
-def wait_gone(dyn, names, timeout: float = 60) -> None:
+def wait_gone(dyn, names, timeout: float = 120) -> None:
+    """Wait until the CRDs named are gone. One that is back without a deletion timestamp (an operator simulator
+    recreated it before it noticed its operator was removed) is deleted again."""
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    api = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     deadline = time.monotonic() + timeout
     names = set(names)
     while True:
-        left = sorted(names & {m.name for m in _metadata(dyn)})
+        present = [m for m in _metadata(dyn) if m.name in names]
+        left = sorted(m.name for m in present)
         if not left:
             return
+        for m in present:
+            if not m.deletionTimestamp:
+                try:
+                    api.delete(name=m.name)
+                except NotFoundError:
+                    pass
         if time.monotonic() > deadline:
             raise RuntimeError(f"CRDs still present {timeout:.0f} s after deletion: {', '.join(left)}")
         time.sleep(0.3)
