@@ -211,7 +211,7 @@ def check_cel(cluster, variables, served_versions):
 
 def run(module):
     stages = [s for s in STAGE_ORDER if s in module.params["stages"]]
-    variables = dict((k, v) for k, v in (module.params["variables"] or {}).items() if v is not None)
+    variables = dict((k, v) for k, v in (module.inventory or {}).items() if v is not None)
     errors = check_inventory(variables, stages)
     checked = dict((stage, ["inventory: " + ", ".join(variables_of([stage]))]) for stage in stages)
     platform, requirements = "", []
@@ -250,6 +250,11 @@ def main():
         },
         supports_check_mode=True,
     )
+    # The variables hold what users keep secret (pull secrets and NGC keys in helm values, tokens in a model's
+    # env). Every result's invocation repeats the module's parameters, so from here on they name the variables
+    # without their values; the values are read from module.inventory.
+    module.inventory = module.params["variables"]
+    module.params["variables"] = sorted(module.inventory or {})
     module.run(run)
 
 

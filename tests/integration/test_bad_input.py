@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from kubegpu_devcluster import testing
 
 INVENTORY = REPO / "examples" / "demo" / "inventory.yml"
 DEMO = yaml.safe_load(INVENTORY.read_text())["all"]["vars"]
@@ -283,12 +284,25 @@ def _touched(dc):
 
 @pytest.fixture(scope="module")
 def fresh_cluster(devcluster_session):
+    """A cluster nothing has been installed on. The session's, when no earlier test touched it; else one of this
+    file's own (a fleet reload keeps what earlier tests installed: operators, ClusterPolicy, serving platform)."""
     dc = devcluster_session
     dc.clear_knobs()
-    # The session's cluster starts with the default fleet as the file has it; reload it only when it was used.
-    dc.fleet("default", fresh=bool(_touched(dc)))
-    assert not _touched(dc), "the reloaded fleet still has a ClusterPolicy: run this file in a session of its own"
-    return dc
+    if not _touched(dc):
+        yield dc
+        return
+    saved = os.environ.get("DEVCLUSTER_DIR")
+    own = testing.session(REPO / ".cache" / "bad-input-cluster", type(dc))
+    try:
+        cluster = next(own)
+        assert not _touched(cluster), "a new cluster has a ClusterPolicy or node labels of ours"
+        yield cluster
+    finally:
+        own.close()
+        if saved is None:
+            os.environ.pop("DEVCLUSTER_DIR", None)
+        else:
+            os.environ["DEVCLUSTER_DIR"] = saved
 
 
 def _table(dc, state):
