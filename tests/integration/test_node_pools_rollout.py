@@ -169,7 +169,10 @@ def test_empty_configuration_then_converge(operator):
     _converge(dc)
     nothing = [{"name": "nobody", "selector": {"matchLabels": {"node.kubernetes.io/instance-type": "none"}},
                 "sharing": {"strategy": "time-slicing", "time_slicing": {"replicas": 4}}}]
-    _converge(dc, nothing)                           # every node released: the device-plugin ConfigMap is empty
+    # Every node released: the device-plugin ConfigMap is empty. The module itself, since the playbooks' preflight
+    # refuses a pool that selects nothing (a typo in a selector).
+    result = dc.module("gpu_node_pools", {"pools": nothing})
+    assert not result.get("failed"), result.get("msg")
     cms = dc.admin.resources.get(api_version="v1", kind="ConfigMap")
     ns = [c for c in cms.get().items if c.metadata.name == "kubegpu-device-plugin-config"][0].metadata.namespace
     assert not (cms.get(name="kubegpu-device-plugin-config", namespace=ns).data or {})
