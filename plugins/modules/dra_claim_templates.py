@@ -140,6 +140,10 @@ def observe(cluster, api_version):
     ours = {}
     for kind in KINDS:
         for obj in cluster.list(api_version, kind, label_selector=SELECTOR):
+            if (obj.get("metadata") or {}).get("ownerReferences"):
+                # A claim the ResourceClaim controller made for a pod from one of our templates: it carries the
+                # template's labels, but it is the pod's (deleted with it), never ours to prune.
+                continue
             obj.setdefault("apiVersion", api_version)
             obj.setdefault("kind", kind)
             ours[key(obj)] = obj
