@@ -294,7 +294,8 @@ def fresh_cluster(devcluster_session):
     saved = os.environ.get("DEVCLUSTER_DIR")
     own = testing.session(REPO / ".cache" / "bad-input-cluster", type(dc))
     try:
-        cluster = next(own)
+        cluster = next(own, None)
+        assert cluster is not None, "the local cluster did not start"
         assert not _touched(cluster), "a new cluster has a ClusterPolicy or node labels of ours"
         yield cluster
     finally:
