@@ -14,6 +14,7 @@ these tests time the serving stage alone.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 import yaml
 
 from conftest import REPO, wait_for
-from kubegpu_devcluster import paths
+from kubegpu_devcluster import paths, testing
 from kubegpu_devcluster.simulators.serving import REQUESTS_ANNOTATION
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import resolve_pools
@@ -273,8 +274,29 @@ def check_placements_and_scale_to_zero(dc, scale_to_zero):
 
 
 @pytest.fixture(scope="module")
-def kubernetes(devcluster_session, helm_bin):
-    dc = devcluster_session
+def serving_cluster(devcluster_session):
+    """A cluster of this file's own: the session's may hold what earlier tests installed (the demo inventory
+    served through OpenShift AI, its namespaces and models), which the fleet switches below do not take out."""
+    saved = os.environ.get("DEVCLUSTER_DIR")
+    own = testing.session(REPO / ".cache" / "serving-cluster", type(devcluster_session))
+    try:
+        cluster = next(own, None)
+        assert cluster is not None, "the local cluster did not start"
+        yield cluster
+    finally:
+        own.close()
+        if saved is None:
+            os.environ.pop("DEVCLUSTER_DIR", None)
+        else:
+            os.environ["DEVCLUSTER_DIR"] = saved
+
+
+@pytest.fixture(scope="module")
+def kubernetes(serving_cluster, helm_bin):
+    dc = serving_cluster
+    # An earlier test may have served the demo inventory (OpenShift AI's operators): their simulated operators
+    # would bring back the KServe CRDs this fleet starts without.
+    uninstall_serving_operators(dc)
     dc.fleet("serving-kubernetes", fresh=True)
     dc.clear_knobs()
     prepare_pools(dc)
@@ -329,8 +351,8 @@ def uninstall_serving_operators(dc):
 
 
 @pytest.fixture(scope="module")
-def openshift_ai_3(devcluster_session):
-    dc = devcluster_session
+def openshift_ai_3(serving_cluster):
+    dc = serving_cluster
     uninstall_serving_operators(dc)
     dc.fleet("serving-openshift-ai-3", fresh=True)
     dc.clear_knobs()
@@ -382,8 +404,8 @@ def models_2x(**changes):
 
 
 @pytest.fixture(scope="module")
-def openshift_ai_2(devcluster_session):
-    dc = devcluster_session
+def openshift_ai_2(serving_cluster):
+    dc = serving_cluster
     uninstall_serving_operators(dc)
     dc.fleet("serving-openshift-ai-2", fresh=True)
     dc.clear_knobs()
