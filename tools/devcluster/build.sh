@@ -37,4 +37,7 @@ build_one helm helm.sh/helm/v3/cmd/helm \
 # KWOK (the simulated kubelets) knows its own version: nothing to stamp.
 build_one kwok sigs.k8s.io/kwok/cmd/kwok
 build_one toxiproxy github.com/Shopify/toxiproxy/v2/cmd/server  # TCP fault proxy for tests/integration/test_api_faults.py
+# promtool checks and unit-tests the monitoring stage's alert rules (tests/unit/.../monitoring). An unstamped build
+# reports version "(devel)"; promtool's checks do not depend on it.
+build_one promtool github.com/prometheus/prometheus/cmd/promtool
 echo "$cache/bin"
