@@ -39,6 +39,22 @@ COLLECTION = "kubegpu.platform"
 # managed-by=kubegpu.platform: the objects this collection created and may prune.
 MANAGED_BY = {MANAGED_BY_LABEL: COLLECTION}
 
+# The monitoring stage's objects (value: alerts | dashboard | console-plugin); with managed-by, what its prune lists.
+MONITORING_LABEL = "kubegpu.io/monitoring"
+
+# --- Monitoring: the labels other software selects our monitoring objects by ------------------------------------
+# Grafana's dashboard sidecar (kube-prometheus-stack's default label and value) loads ConfigMaps labelled so.
+GRAFANA_DASHBOARD_LABEL = "grafana_dashboard"
+# OpenShift's console shows ConfigMaps in openshift-config-managed labelled so under Observe > Dashboards.
+OPENSHIFT_CONSOLE_DASHBOARD_LABEL = "console.openshift.io/dashboard"
+OPENSHIFT_CONSOLE_DASHBOARD_NAMESPACE = "openshift-config-managed"
+# OpenShift's platform Prometheus scrapes (and evaluates the PrometheusRules of) namespaces labelled so. Not in
+# LABELS yet: the nfd and gpu_operator roles still spell it as a key of their namespace labels.
+OPENSHIFT_CLUSTER_MONITORING_LABEL = "openshift.io/cluster-monitoring"
+# OpenShift's monitoring configuration (enableUserWorkload) lives in this ConfigMap's config.yaml.
+OPENSHIFT_MONITORING_NAMESPACE = "openshift-monitoring"
+OPENSHIFT_MONITORING_CONFIGMAP = "cluster-monitoring-config"
+
 # --- Our annotations (kubegpu.io) ------------------------------------------------------------------------------
 # On a node: its physical GPU count, recorded with its first change (GFD's gpu.count stops telling it under MIG
 # strategy single and reads 0 while the node says MIG-INVALID).
@@ -140,6 +156,7 @@ NFD_NAMESPACE_OPENSHIFT = "openshift-nfd"
 
 # --- The names the single-source test checks (test_names.py) ------------------------------------------------------
 LABELS = (POOL_LABEL, CLAIM_TEMPLATE_LABEL, SERVING_MODEL_LABEL, SERVING_RUNTIME_LABEL, MANAGED_BY_LABEL, PART_OF_LABEL,
+          MONITORING_LABEL, GRAFANA_DASHBOARD_LABEL, OPENSHIFT_CONSOLE_DASHBOARD_LABEL,
           GPU_PRESENT_LABEL, PRODUCT_LABEL, COUNT_LABEL, MEMORY_LABEL, FAMILY_LABEL, COMPUTE_MAJOR_LABEL, COMPUTE_MINOR_LABEL, SHARING_STRATEGY_LABEL,
           MIG_CAPABLE_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, DEPLOY_LABEL_PREFIX,
           DEVICE_PLUGIN_DEPLOY_LABEL, DRIVER_DEPLOY_LABEL, DRA_PLUGIN_LABEL) + PCI_PRESENT_LABELS

@@ -1,0 +1,149 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every object the monitoring stage writes, planned from kubegpu_monitoring, the platform and what the cluster has.
+
+- the ClusterPolicy's spec.dcgmExporter.serviceMonitor (enabled, interval, honorLabels, additionalLabels): the GPU
+  Operator then creates the DCGM exporter's ServiceMonitor itself. Written as a partial object with the stage's own
+  field manager, like the node-pools stage's devicePlugin.config, so the gpu_operator stage's apply (which names
+  only serviceMonitor.enabled) never removes the other fields;
+- OpenShift: the label openshift.io/cluster-monitoring=true on the GPU Operator's namespace (the platform Prometheus
+  then scrapes the exporter and evaluates the PrometheusRule there), and on request only the cluster-wide
+  enableUserWorkload of openshift-monitoring/cluster-monitoring-config and the ConsolePlugin of NVIDIA's chart;
+- the PrometheusRule of rules.py;
+- the dashboard ConfigMap of dashboard.py (Grafana's sidecar label on Kubernetes; the console's dashboard label in
+  openshift-config-managed on OpenShift).
+Pure: plain dicts in, plain dicts out.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import yaml
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.dashboard import dashboard_json
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.rules import rule_groups
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    GRAFANA_DASHBOARD_LABEL,
+    MANAGED_BY,
+    MONITORING_LABEL,
+    NAME_PREFIX,
+    OPENSHIFT,
+    OPENSHIFT_CLUSTER_MONITORING_LABEL,
+    OPENSHIFT_CONSOLE_DASHBOARD_LABEL,
+    OPENSHIFT_CONSOLE_DASHBOARD_NAMESPACE,
+    OPENSHIFT_MONITORING_CONFIGMAP,
+    OPENSHIFT_MONITORING_NAMESPACE,
+)
+
+PROMETHEUS_RULE_API = "monitoring.coreos.com/v1"
+CONSOLE_PLUGIN_API = "console.openshift.io/v1"
+RULE_NAME = NAME_PREFIX + "gpu-alerts"
+DASHBOARD_NAME = NAME_PREFIX + "gpu-dashboard"
+DASHBOARD_KEY = "kubegpu-gpu.json"
+# NVIDIA's console plugin as its chart (rh-ecosystem-edge/console-plugin-nvidia-gpu) names it and serves it.
+CONSOLE_PLUGIN_NAME = "console-plugin-nvidia-gpu"
+CONSOLE_PLUGIN_PORT = 9443
+ALERTS, DASHBOARD, CONSOLE_PLUGIN = "alerts", "dashboard", "console-plugin"
+# The kinds the stage creates and prunes (by MANAGED_BY and MONITORING_LABEL).
+OWNED = ((PROMETHEUS_RULE_API, "PrometheusRule"), ("v1", "ConfigMap"), (CONSOLE_PLUGIN_API, "ConsolePlugin"))
+
+
+def _labels(role, extra=None):
+    labels = dict(MANAGED_BY)
+    labels[MONITORING_LABEL] = role
+    labels.update(extra or {})
+    return labels
+
+
+def service_monitor_spec(settings):
+    """spec.dcgmExporter.serviceMonitor in the ClusterPolicy's field names."""
+    sm = settings["service_monitor"]
+    return {"enabled": sm["enabled"], "interval": sm["interval"], "honorLabels": sm["honor_labels"],
+            "additionalLabels": dict((str(k), str(v)) for k, v in (sm["additional_labels"] or {}).items())}
+
+
+def prometheus_rule(settings, namespace, pools=()):
+    return {"apiVersion": PROMETHEUS_RULE_API, "kind": "PrometheusRule",
+            "metadata": {"name": RULE_NAME, "namespace": namespace,
+                         "labels": _labels(ALERTS, settings["alerts"]["labels"])},
+            "spec": {"groups": rule_groups(settings, pools)}}
+
+
+def dashboard_configmap(settings, platform, namespace, pools=()):
+    d = settings["dashboard"]
+    if platform == OPENSHIFT:
+        label, value, where = OPENSHIFT_CONSOLE_DASHBOARD_LABEL, "true", OPENSHIFT_CONSOLE_DASHBOARD_NAMESPACE
+    else:
+        label, value, where = GRAFANA_DASHBOARD_LABEL, "1", namespace
+    label, value, where = d["label"] or label, d["label_value"] or value, d["namespace"] or where
+    metadata = {"name": DASHBOARD_NAME, "namespace": where, "labels": _labels(DASHBOARD, {label: value})}
+    if d["annotations"]:
+        metadata["annotations"] = dict((str(k), str(v)) for k, v in d["annotations"].items())
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
+            "data": {DASHBOARD_KEY: dashboard_json(settings, pools)}}
+
+
+def console_plugin(namespace):
+    return {"apiVersion": CONSOLE_PLUGIN_API, "kind": "ConsolePlugin",
+            "metadata": {"name": CONSOLE_PLUGIN_NAME, "labels": _labels(CONSOLE_PLUGIN)},
+            "spec": {"displayName": "NVIDIA GPU", "backend": {"type": "Service", "service": {
+                "name": CONSOLE_PLUGIN_NAME, "namespace": namespace, "port": CONSOLE_PLUGIN_PORT, "basePath": "/"}}}}
+
+
+def user_workload_configmap(live):
+    """openshift-monitoring/cluster-monitoring-config with enableUserWorkload: true and the rest of its config.yaml
+    as it is, or None when it already says so. Raises ValueError when its config.yaml is no YAML mapping."""
+    text = ((live or {}).get("data") or {}).get("config.yaml") or ""
+    config = yaml.safe_load(text) if text.strip() else {}
+    if not isinstance(config, dict):
+        raise ValueError("ConfigMap %s/%s: config.yaml is not a YAML mapping, so enableUserWorkload cannot be added; "
+                         "fix it or set kubegpu_monitoring.openshift.user_workload_monitoring: false"
+                         % (OPENSHIFT_MONITORING_NAMESPACE, OPENSHIFT_MONITORING_CONFIGMAP))
+    if config.get("enableUserWorkload") is True:
+        return None
+    config["enableUserWorkload"] = True
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": OPENSHIFT_MONITORING_CONFIGMAP, "namespace": OPENSHIFT_MONITORING_NAMESPACE},
+            "data": {"config.yaml": yaml.safe_dump(config, default_flow_style=False, sort_keys=True)}}
+
+
+def plan_objects(settings, platform, operator_namespace, policy_name=None, pools=(), monitoring_config=None):
+    """What the stage writes.
+
+    settings: parse_settings' result; platform: openshift | kubernetes; operator_namespace: the GPU Operator's;
+    policy_name: the live ClusterPolicy's name (None: there is none yet); pools: pool_spec.Pool;
+    monitoring_config: the live cluster-monitoring-config ConfigMap (OpenShift) or None.
+    Returns {"policy": partial ClusterPolicy object or None, "namespace_labels": {namespace: {label: value}},
+    "objects": [objects to apply, in order], "settings_objects": [config objects applied whole],
+    "warnings": [...]}.
+    """
+    namespace = settings["namespace"] or operator_namespace
+    out = {"policy": None, "namespace_labels": {}, "objects": [], "settings_objects": [], "warnings": []}
+    if policy_name:
+        out["policy"] = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": policy_name},
+                         "spec": {"dcgmExporter": {"serviceMonitor": service_monitor_spec(settings)}}}
+    else:
+        out["warnings"].append("no ClusterPolicy yet: the DCGM exporter's ServiceMonitor settings are applied once the "
+                               "gpu_operator stage has created it (run the monitoring stage again then)")
+    openshift = platform == OPENSHIFT
+    if openshift and settings["openshift"]["cluster_monitoring"]:
+        for ns in sorted(set([operator_namespace, namespace])):
+            out["namespace_labels"][ns] = {OPENSHIFT_CLUSTER_MONITORING_LABEL: "true"}
+    if openshift and settings["openshift"]["user_workload_monitoring"]:
+        config = user_workload_configmap(monitoring_config)
+        if config is not None:
+            out["settings_objects"].append(config)
+    if settings["alerts"]["enabled"]:
+        out["objects"].append(prometheus_rule(settings, namespace, pools))
+    if settings["dashboard"]["enabled"]:
+        out["objects"].append(dashboard_configmap(settings, platform, namespace, pools))
+    if openshift and settings["openshift"]["console_plugin"]:
+        out["objects"].append(console_plugin(operator_namespace))
+        out["warnings"].append("ConsolePlugin %s points at the Service of NVIDIA's console-plugin-nvidia-gpu chart in "
+                               "%s, which the collection does not install; install the chart and add the plugin to "
+                               "consoles.operator.openshift.io/cluster spec.plugins (docs/monitoring.md)"
+                               % (CONSOLE_PLUGIN_NAME, operator_namespace))
+    if not openshift and (settings["openshift"]["console_plugin"] or settings["openshift"]["user_workload_monitoring"]):
+        out["warnings"].append("kubegpu_monitoring.openshift applies to OpenShift only; ignored on Kubernetes")
+    return out
