@@ -39,13 +39,13 @@ options:
     description: The stages the playbook will run.
     type: list
     elements: str
-    choices: [gpu_operator, node_pools, dra, serving]
+    choices: [gpu_operator, node_pools, dra, serving, monitoring]
     required: true
   variables:
     description:
       - The C(kubegpu_*) variables as the play sees them (name - value). Absent ones take their defaults. A name
         close to a variable of the collection (C(kubegpu_node_pool)) is reported as a misspelling; variables of
-        stages still being built (C(kubegpu_monitoring)...) are accepted as they are.
+        stages still being built (C(kubegpu_tenancy)) are accepted as they are.
     type: dict
     default: {}
   cluster:
@@ -123,6 +123,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventor
     describe,
     variables_of,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import (
+    CONSOLE_PLUGIN_API,
+    PROMETHEUS_RULE_API,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     DRA_FIELD_MANAGER,
     MACHINE_API_NAMESPACE,
@@ -139,7 +143,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
 MACHINESET_API = "machine.openshift.io/v1beta1"
 CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
 CLUSTER_POLICY_CRD_FILE = "nvidia.com_clusterpolicies.yaml"
-STAGE_ORDER = ("gpu_operator", "node_pools", "dra", "serving")
+STAGE_ORDER = ("gpu_operator", "node_pools", "dra", "serving", "monitoring")
 
 
 def policy_schema(cluster, variables):
@@ -181,6 +185,10 @@ def observe(cluster, variables, stages):
                                         if cluster.resource(CLUSTER_POLICY_API, "ClusterPolicy") is not None else None)
     if "dra" in stages:
         observed["dra_facts"] = platform_facts(cluster)
+    if "monitoring" in stages:
+        observed["monitoring_served"] = dict(
+            (kind, cluster.resource(api, kind) is not None)
+            for api, kind in ((PROMETHEUS_RULE_API, "PrometheusRule"), (CONSOLE_PLUGIN_API, "ConsolePlugin")))
     if "serving" in stages:
         observed["serving_facts"] = serving_facts(
             cluster, setting(variables, "kubegpu_serving.kserve.namespace") or KSERVE_NAMESPACE)

@@ -35,6 +35,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driv
     driver_values,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring import settings as monitoring_settings
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import COLLECTION
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
     POOL_OPTIONS,
@@ -57,9 +58,11 @@ STAGES = {
     "dra": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_dra"),
     # Models name pools of kubegpu_node_pools and claim templates of kubegpu_dra.
     "serving": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_dra", "kubegpu_serving"),
+    # The operator's namespace and service_monitor come from kubegpu_gpu_operator; pools name the pending-pods alerts.
+    "monitoring": ("kubegpu_platform", "kubegpu_gpu_operator", "kubegpu_node_pools", "kubegpu_monitoring"),
 }
 # Variables of stages not described here yet: accepted unchecked (add the stage to INVENTORY and STAGES to check it).
-FUTURE = ("kubegpu_tenancy", "kubegpu_monitoring")
+FUTURE = ("kubegpu_tenancy",)
 
 # A model's sizing: the keyword arguments of size_model (the model_sizing module's options).
 _SIZING_KEYS = tuple(inspect.signature(size_model).parameters)
@@ -202,6 +205,8 @@ INVENTORY = {
             "tolerations": {"type": "list", "elements": "dict", "default": []},
         }},
     }},
+    # The monitoring stage (docs/monitoring.md); monitoring/settings.py checks ranges, durations and labels.
+    "kubegpu_monitoring": {"type": "dict", "default": {}, "options": monitoring_settings.OPTIONS},
 }
 
 # Ansible's spellings of true and false (module_utils.parsing.convert_bool), which the roles' argument specs accept.
@@ -460,7 +465,21 @@ def _serving_placement(variables):
     return [serving_message(message, variables.get("kubegpu_serving")) for message in refused]
 
 
+def _monitoring_conflict(variables):
+    """The gpu_operator stage writes dcgmExporter.serviceMonitor.enabled from kubegpu_gpu_operator.service_monitor and
+    the monitoring stage from kubegpu_monitoring.service_monitor.enabled: two different values would flip the field
+    on every run."""
+    operator = as_bool((variables.get("kubegpu_gpu_operator") or {}).get("service_monitor", True))
+    wanted = as_bool(((variables.get("kubegpu_monitoring") or {}).get("service_monitor") or {}).get("enabled", True))
+    if operator is not None and wanted is not None and operator != wanted:
+        return ["kubegpu_monitoring.service_monitor.enabled: %s, but kubegpu_gpu_operator.service_monitor is %s; both set "
+                "the ClusterPolicy's dcgmExporter.serviceMonitor.enabled, so set them alike"
+                % (str(wanted).lower(), str(operator).lower())]
+    return []
+
+
 _STAGE_CHECKS = {
+    "kubegpu_monitoring": monitoring_settings.settings_problems,
     "kubegpu_gpu_operator": _gpu_operator_problems,
     "kubegpu_node_pools": _pools_problems,
     "kubegpu_dra": _dra_problems,
@@ -470,6 +489,7 @@ _STAGE_CHECKS = {
 # the variables read, the check).
 _CROSS_CHECKS = (
     ("kubegpu_serving", ("kubegpu_node_pools", "kubegpu_dra", "kubegpu_serving"), _serving_placement),
+    ("kubegpu_monitoring", ("kubegpu_gpu_operator", "kubegpu_monitoring"), _monitoring_conflict),
 )
 
 

@@ -15,6 +15,8 @@ with the stages' own planning code, so a refusal here is the refusal the stage w
   gpu_operator stage in the same run, a cluster without a ClusterPolicy is refused too.
 - dra: what the DRA stage's platform step refuses (plan_platform), DRA pools that overlap device-plugin pools
   (dra_pool_nodes) and the driver values for the cluster's release and nodes (driver_values).
+- monitoring: the kinds the monitoring stage writes are served (PrometheusRule: the Prometheus Operator's CRD;
+  ConsolePlugin when asked for on OpenShift).
 - serving: what the serving stage's platform step refuses (serving/platform.py detect_platform: OpenShift AI
   3.x without Knative mode, Knative mode without Knative Serving, OpenShift AI on Kubernetes), then every model
   placed and sized on the slices the nodes offer (serving/models.py plan_models: min_replicas 0 where only the HPA
@@ -31,6 +33,7 @@ Observed (what the module reads; a key is absent when its stage is not run):
   policy_schema     the ClusterPolicy CRD's schema of spec, or None when there is none to read
   policy_schema_source  where it was read: the cluster's CRD, or the local chart's crds/ folder
   serving_facts     cluster/serving.platform_facts
+  monitoring_served {kind: whether the API server serves it} for PrometheusRule and ConsolePlugin
 """
 
 from __future__ import absolute_import, division, print_function
@@ -57,6 +60,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventor
     as_bool,
     serving_message,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring import settings as monitoring_settings
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import plan_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import OlmError, select
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
@@ -101,7 +105,7 @@ def check_cluster(variables, stages, observed):
     """
     errors, checked, requirements = {}, {}, []
     for stage, check in (("gpu_operator", _gpu_operator), ("node_pools", _node_pools), ("dra", _dra),
-                         ("serving", _serving)):
+                         ("serving", _serving), ("monitoring", _monitoring)):
         if stage in stages:
             problems, done = check(variables, stages, observed, requirements)
             if problems:
@@ -246,4 +250,25 @@ def _serving(variables, stages, observed, requirements):
     except (ServingError, SizingError, PoolError, DraError) as e:
         problems.append(serving_message(str(e), variables.get("kubegpu_serving") or {}))
         requirements.extend(getattr(e, "requirements", None) or [])
+    return problems, done
+
+
+def _monitoring(variables, stages, observed, requirements):
+    """The kinds the monitoring stage writes must be served, or its first write would fail after earlier stages."""
+    settings = monitoring_settings.parse_settings(variables.get("kubegpu_monitoring"))
+    served = observed.get("monitoring_served") or {}
+    problems, done = [], []
+    if settings["alerts"]["enabled"]:
+        if served.get("PrometheusRule"):
+            done.append("PrometheusRule (monitoring.coreos.com/v1) served")
+        else:
+            problems.append("kubegpu_monitoring.alerts: the cluster does not serve monitoring.coreos.com/v1 "
+                            "PrometheusRule; install the Prometheus Operator (kube-prometheus-stack; on OpenShift "
+                            "it is built in) or set kubegpu_monitoring.alerts.enabled: false")
+    if settings["openshift"]["console_plugin"] and observed.get("platform") == "openshift":
+        if served.get("ConsolePlugin"):
+            done.append("ConsolePlugin (console.openshift.io/v1) served")
+        else:
+            problems.append("kubegpu_monitoring.openshift.console_plugin: the cluster does not serve "
+                            "console.openshift.io/v1 ConsolePlugin; set it to false")
     return problems, done

@@ -1,0 +1,290 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_monitoring
+short_description: Scrape the DCGM exporter, publish GPU alert rules and a GPU dashboard
+version_added: 0.1.0
+description:
+  - Sets the GPU Operator ClusterPolicy's C(spec.dcgmExporter.serviceMonitor) (C(enabled), C(interval),
+    C(honorLabels), C(additionalLabels)) with its own field manager, so that the operator creates the DCGM
+    exporter's ServiceMonitor and the gpu_operator stage's own apply leaves these fields alone.
+  - Writes PrometheusRule C(kubegpu-gpu-alerts) (monitoring.coreos.com/v1) whose alerts are built from the
+    thresholds in O(settings.alerts) - GPU memory almost full, a GPU allocated to a pod but idle, XID errors, GPU
+    temperature, a failed MIG configuration, the ClusterPolicy not ready, pods pending for a pool's GPU resource.
+  - Writes the dashboard ConfigMap C(kubegpu-gpu-dashboard) (a Grafana JSON model) - on Kubernetes labelled for
+    Grafana's dashboard sidecar (C(grafana_dashboard=1)), on OpenShift in C(openshift-config-managed) labelled
+    C(console.openshift.io/dashboard=true) for the console's Observe > Dashboards.
+  - On OpenShift labels the GPU Operator's namespace C(openshift.io/cluster-monitoring=true); only when asked,
+    enables user-workload monitoring (cluster-wide) and writes NVIDIA's C(console-plugin-nvidia-gpu) ConsolePlugin.
+  - Every object that differs is validated by the API server with a server-side dry run before the first write, so
+    a refusal writes nothing. Objects of earlier runs (labelled C(app.kubernetes.io/managed-by=kubegpu.platform) and
+    C(kubegpu.io/monitoring)) no longer wanted are deleted. See docs/monitoring.md.
+author:
+  - kubegpu.platform contributors (@kubegpu)
+options:
+  settings:
+    description:
+      - The inventory variable C(kubegpu_monitoring) - C(namespace), C(service_monitor) (C(enabled), C(interval),
+        C(honor_labels), C(additional_labels)), C(alerts) (C(enabled), C(labels), C(disabled) and the thresholds
+        C(gpu_memory_used_percent), C(gpu_memory_used_for), C(gpu_idle_percent), C(gpu_idle_for),
+        C(gpu_temperature_celsius), C(gpu_temperature_for), C(xid_errors_for), C(mig_config_failed_for),
+        C(cluster_policy_not_ready_for), C(pods_pending_for)), C(dashboard) (C(enabled), C(namespace), C(label),
+        C(label_value), C(annotations)) and C(openshift) (C(cluster_monitoring), C(user_workload_monitoring),
+        C(console_plugin)). Unknown keys and values out of range are refused. Defaults in docs/monitoring.md.
+    type: dict
+    default: {}
+  platform:
+    description: V(auto) asks the cluster (OpenShift serves ClusterVersion C(version)).
+    type: str
+    choices: [auto, openshift, kubernetes]
+    default: auto
+  operator_namespace:
+    description: The GPU Operator's namespace; empty - C(nvidia-gpu-operator) (OpenShift), C(gpu-operator) (Kubernetes).
+    type: str
+    default: ""
+  pools:
+    description:
+      - The node pools (C(kubegpu_node_pools)); each pool's GPU resource name gets a pending-pods alert naming the pool.
+    type: list
+    elements: dict
+    default: []
+  prune:
+    description: Delete the stage's objects of earlier runs that are no longer wanted (an alert set or dashboard turned off).
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+attributes:
+  check_mode:
+    support: full
+    description: Plans every object, sends each that differs as a server-side dry run, writes nothing.
+  diff_mode:
+    support: full
+    description: Shows each object's fields before and after.
+requirements:
+  - kubernetes >= 24.2.0
+  - PyYAML
+  - kubernetes.core collection
+"""
+
+EXAMPLES = r"""
+- name: GPU alerts and dashboard with tighter memory and temperature thresholds
+  kubegpu.platform.gpu_monitoring:
+    settings:
+      service_monitor: {interval: 30s, additional_labels: {release: kube-prometheus-stack}}
+      alerts:
+        labels: {release: kube-prometheus-stack}
+        gpu_memory_used_percent: 95
+        gpu_temperature_celsius: 80
+    pools: "{{ kubegpu_node_pools }}"
+  register: monitoring
+"""
+
+RETURN = r"""
+platform:
+  description: openshift or kubernetes.
+  returned: always
+  type: str
+namespace:
+  description: The namespace of the PrometheusRule.
+  returned: always
+  type: str
+service_monitor:
+  description: The ClusterPolicy's C(spec.dcgmExporter.serviceMonitor) as planned, and C(policy), its ClusterPolicy (null if none yet).
+  returned: always
+  type: dict
+rules:
+  description: The PrometheusRule's C(spec.groups) (each alert's expression, C(for), labels and annotations).
+  returned: always
+  type: list
+  elements: dict
+objects:
+  description: The key (C(kind/namespace/name) or C(kind/name)) of every object the stage wants.
+  returned: always
+  type: list
+  elements: str
+warnings_list:
+  description: Every warning, also emitted as Ansible warnings.
+  returned: always
+  type: list
+  elements: str
+changes:
+  description:
+    - Each object written (or that would be, in check mode), in order, with C(key), C(kind), C(namespace), C(name),
+      the dotted C(fields) that differ and their values C(before) and C(after) (C(after) null for a deleted one).
+  returned: always
+  type: list
+  elements: dict
+diff:
+  description: C(before) and C(after), each a mapping of object key to the fields that differ.
+  returned: always
+  type: dict
+"""
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
+    apply_object,
+    change_report,
+    delete_object,
+    dry_run_apply,
+    patch_labels,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import detect_platform
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import CLUSTER_POLICY_API
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import (
+    OWNED,
+    plan_objects,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.settings import (
+    MonitoringError,
+    parse_settings,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    GPU_OPERATOR_NAMESPACE_KUBERNETES,
+    GPU_OPERATOR_NAMESPACE_OPENSHIFT,
+    MANAGED_BY,
+    MONITORING_FIELD_MANAGER,
+    MONITORING_LABEL,
+    OPENSHIFT,
+    OPENSHIFT_MONITORING_CONFIGMAP,
+    OPENSHIFT_MONITORING_NAMESPACE,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import object_key
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+
+SELECTOR = ",".join(["%s=%s" % item for item in MANAGED_BY.items()] + [MONITORING_LABEL])
+# What to install when a kind the stage writes is not served.
+MISSING = {
+    "PrometheusRule": "install the Prometheus Operator (kube-prometheus-stack) or set kubegpu_monitoring.alerts.enabled: false",
+    "ConsolePlugin": "this is no OpenShift console; set kubegpu_monitoring.openshift.console_plugin: false",
+}
+
+
+def key(obj):
+    meta = obj["metadata"]
+    return object_key(obj["kind"], meta["name"], meta.get("namespace"))
+
+
+def observe(cluster, platform, settings):
+    """The ClusterPolicy, the stage's objects of earlier runs, the namespaces, and OpenShift's monitoring config."""
+    policies = sorted(cluster.list(CLUSTER_POLICY_API, "ClusterPolicy"), key=lambda p: p["metadata"]["name"])
+    ours = {}
+    for api_version, kind in OWNED:
+        for obj in cluster.list(api_version, kind, label_selector=SELECTOR):
+            obj.setdefault("apiVersion", api_version)
+            obj.setdefault("kind", kind)
+            ours[key(obj)] = obj
+    namespaces = dict((n["metadata"]["name"], n) for n in cluster.list("v1", "Namespace"))
+    config = None
+    if platform == OPENSHIFT and settings["openshift"]["user_workload_monitoring"]:
+        config = cluster.get("v1", "ConfigMap", OPENSHIFT_MONITORING_CONFIGMAP, OPENSHIFT_MONITORING_NAMESPACE)
+    return {"policy": policies[0] if policies else None, "ours": ours, "namespaces": namespaces, "config": config}
+
+
+def validate(cluster, writes, namespaces):
+    """Dry-run every object that differs, before the first write: a refusal names the object and writes nothing."""
+    for obj in writes:
+        if cluster.resource(obj["apiVersion"], obj["kind"]) is None:
+            raise MonitoringError("%s: the API server does not serve %s %s: %s"
+                                  % (key(obj), obj["apiVersion"], obj["kind"], MISSING.get(obj["kind"], "install it")))
+        namespace = obj["metadata"].get("namespace")
+        if namespace and namespace not in namespaces:
+            continue
+        try:
+            dry_run_apply(cluster, obj, MONITORING_FIELD_MANAGER)
+        except ClusterError as e:
+            raise MonitoringError("%s: %s" % (key(obj), e))
+
+
+def run(module):
+    cluster, check, p = module.cluster, module.check_mode, module.params
+    try:
+        settings = parse_settings(p["settings"])
+        pools = parse_pools(p["pools"] or [])
+    except (MonitoringError, PoolError) as e:
+        module.fail_json(msg=str(e), changed=False)
+    platform = detect_platform(cluster, p["platform"])
+    operator_namespace = p["operator_namespace"] or (
+        GPU_OPERATOR_NAMESPACE_OPENSHIFT if platform == OPENSHIFT else GPU_OPERATOR_NAMESPACE_KUBERNETES)
+    seen = observe(cluster, platform, settings)
+    policy = seen["policy"]
+    try:
+        plan = plan_objects(settings, platform, operator_namespace, policy["metadata"]["name"] if policy else None,
+                            pools, seen["config"])
+    except ValueError as e:
+        module.fail_json(msg=str(e), changed=False)
+    wanted = plan["objects"] + plan["settings_objects"]
+    desired = ([plan["policy"]] if plan["policy"] else []) + wanted
+    current = dict(seen["ours"])
+    if policy:
+        current[key(plan["policy"])] = policy
+    if seen["config"] is not None:
+        current[key(seen["config"] if "kind" in seen["config"] else dict(seen["config"], kind="ConfigMap"))] = seen["config"]
+    planned = [(obj, apply_object(cluster, obj, True, current=current.get(key(obj)), current_known=True,
+                                  field_manager=MONITORING_FIELD_MANAGER, validate=False)) for obj in desired]
+    writes = [obj for obj, change in planned if change.changed]
+    try:
+        validate(cluster, writes, seen["namespaces"])
+    except MonitoringError as e:
+        module.fail_json(msg=str(e), changed=False)
+    changes = []
+    missing = sorted(set(o["metadata"]["namespace"] for o in writes
+                         if o["metadata"].get("namespace") and o["metadata"]["namespace"] not in seen["namespaces"]))
+    for ns in missing:
+        changes.append(apply_object(cluster, {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": ns, "labels": dict(MANAGED_BY)}},
+                                    check, current=None, current_known=True, field_manager=MONITORING_FIELD_MANAGER))
+    for ns, labels in sorted(plan["namespace_labels"].items()):
+        live = seen["namespaces"].get(ns)
+        if live is None and ns not in missing:
+            module.fail_json(msg="namespace %s does not exist: run the gpu_operator stage first, or set "
+                                 "kubegpu_gpu_operator.namespace to the GPU Operator's namespace" % ns, changed=False)
+        have = ((live or {}).get("metadata") or {}).get("labels") or {}
+        changes.append(patch_labels(cluster, "v1", "Namespace", ns, labels, check, have))
+    for obj, change in planned:
+        if change.changed and not check:
+            apply_object(cluster, obj, False, current=current.get(key(obj)), current_known=True,
+                         field_manager=MONITORING_FIELD_MANAGER)
+        changes.append(change)
+    if p["prune"]:
+        keep = set(key(obj) for obj in wanted)
+        changes.extend(delete_object(cluster, obj, check) for k, obj in sorted(seen["ours"].items()) if k not in keep)
+    for warning in plan["warnings"]:
+        module.warn(warning)
+    rule = [o for o in plan["objects"] if o["kind"] == "PrometheusRule"]
+    result = {
+        "platform": platform,
+        "namespace": settings["namespace"] or operator_namespace,
+        "service_monitor": dict(plan["policy"]["spec"]["dcgmExporter"]["serviceMonitor"] if plan["policy"] else {},
+                                policy=policy["metadata"]["name"] if policy else None),
+        "rules": rule[0]["spec"]["groups"] if rule else [],
+        "objects": [key(o) for o in desired],
+        "warnings_list": plan["warnings"],
+    }
+    result.update(change_report(changes))
+    return result
+
+
+def main():
+    module = KubegpuModule(
+        argument_spec={
+            "settings": {"type": "dict", "default": {}},
+            "platform": {"type": "str", "choices": ["auto", "openshift", "kubernetes"], "default": "auto"},
+            "operator_namespace": {"type": "str", "default": ""},
+            "pools": {"type": "list", "elements": "dict", "default": []},
+            "prune": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    module.run(run)
+
+
+if __name__ == "__main__":
+    main()
