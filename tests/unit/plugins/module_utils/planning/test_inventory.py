@@ -98,7 +98,7 @@ def test_only_the_stages_variables_are_checked():
 
 
 def test_future_stage_variables_are_accepted_as_they_are():
-    assert check_inventory({"kubegpu_monitoring": {"anything": [1]}}, ALL) == {}
+    assert check_inventory({"kubegpu_tenancy": {"anything": [1]}}, ALL) == {}
 
 
 def test_ansible_spellings_of_booleans_and_numbers_pass_as_the_roles_accept_them():
@@ -159,8 +159,8 @@ def test_inventory_spec_and_role_argument_specs_agree_on_types_choices_and_defau
 
 
 def test_every_variable_has_a_spec():
-    assert sorted(INVENTORY) == ["kubegpu_dra", "kubegpu_gpu_operator", "kubegpu_node_pools", "kubegpu_platform",
-                                 "kubegpu_serving"]
+    assert sorted(INVENTORY) == ["kubegpu_dra", "kubegpu_gpu_operator", "kubegpu_monitoring", "kubegpu_node_pools",
+                                 "kubegpu_platform", "kubegpu_serving"]
 
 
 # -- kubegpu_serving: its shape here, its values in serving/spec.py, its models against the pools and templates

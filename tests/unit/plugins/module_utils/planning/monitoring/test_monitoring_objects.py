@@ -1,0 +1,91 @@
+"""The objects the monitoring stage writes, per platform, and the dashboard model."""
+
+import json
+
+import pytest
+import yaml
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.dashboard import dashboard_model
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import (
+    plan_objects,
+    user_workload_configmap,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.rules import metric_label, pool_resources
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.settings import parse_settings
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import parse_pools
+
+
+def kinds(plan):
+    return [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in plan["objects"]]
+
+
+def test_kubernetes_rule_and_grafana_dashboard_in_the_operator_namespace():
+    settings = parse_settings({"service_monitor": {"interval": "30s", "additional_labels": {"release": "kps"}},
+                               "alerts": {"labels": {"release": "kps"}}})
+    plan = plan_objects(settings, "kubernetes", "gpu-operator", "cluster-policy")
+    assert kinds(plan) == [("PrometheusRule", "gpu-operator", "kubegpu-gpu-alerts"),
+                           ("ConfigMap", "gpu-operator", "kubegpu-gpu-dashboard")]
+    assert plan["policy"]["spec"] == {"dcgmExporter": {"serviceMonitor": {
+        "enabled": True, "interval": "30s", "honorLabels": False, "additionalLabels": {"release": "kps"}}}}
+    rule, dashboard = plan["objects"]
+    assert rule["metadata"]["labels"]["release"] == "kps"
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["kubegpu-gpu.json"])["uid"] == "kubegpu-gpu"
+    assert plan["namespace_labels"] == {} and plan["settings_objects"] == []
+
+
+def test_openshift_labels_the_namespace_and_uses_the_console_dashboard():
+    plan = plan_objects(parse_settings({"openshift": {"console_plugin": True}}), "openshift", "nvidia-gpu-operator",
+                        "gpu-cluster-policy")
+    assert plan["namespace_labels"] == {"nvidia-gpu-operator": {"openshift.io/cluster-monitoring": "true"}}
+    assert kinds(plan) == [("PrometheusRule", "nvidia-gpu-operator", "kubegpu-gpu-alerts"),
+                           ("ConfigMap", "openshift-config-managed", "kubegpu-gpu-dashboard"),
+                           ("ConsolePlugin", None, "console-plugin-nvidia-gpu")]
+    assert plan["objects"][1]["metadata"]["labels"]["console.openshift.io/dashboard"] == "true"
+    assert plan["objects"][2]["spec"]["backend"]["service"]["namespace"] == "nvidia-gpu-operator"
+    assert any("does not install" in w for w in plan["warnings"])
+
+
+def test_user_workload_monitoring_only_when_asked_and_keeps_the_rest_of_the_config():
+    assert plan_objects(parse_settings({}), "openshift", "ns", "p")["settings_objects"] == []
+    live = {"data": {"config.yaml": "prometheusK8s:\n  retention: 7d\n"}}
+    plan = plan_objects(parse_settings({"openshift": {"user_workload_monitoring": True}}), "openshift", "ns", "p",
+                        monitoring_config=live)
+    config = yaml.safe_load(plan["settings_objects"][0]["data"]["config.yaml"])
+    assert config == {"enableUserWorkload": True, "prometheusK8s": {"retention": "7d"}}
+    assert user_workload_configmap({"data": {"config.yaml": "enableUserWorkload: true\n"}}) is None
+    with pytest.raises(ValueError):
+        user_workload_configmap({"data": {"config.yaml": "- a list\n"}})
+
+
+def test_no_cluster_policy_yet_is_a_warning_and_switches_leave_objects_out():
+    plan = plan_objects(parse_settings({"alerts": {"enabled": False}, "dashboard": {"enabled": False}}),
+                        "kubernetes", "gpu-operator", None)
+    assert plan["policy"] is None and plan["objects"] == []
+    assert "no ClusterPolicy yet" in plan["warnings"][0]
+
+
+def test_pool_resources_per_sharing_strategy():
+    pools = parse_pools([
+        {"name": "mig-mixed", "selector": {"matchLabels": {"a": "1"}},
+         "sharing": {"strategy": "mig", "mig": {"layout": {"3g.40gb": 1, "2g.20gb": 1}}}},
+        {"name": "mig-single", "selector": {"matchLabels": {"a": "2"}},
+         "sharing": {"strategy": "mig", "mig": {"layout": "all-1g.10gb"}}},
+        {"name": "ts", "selector": {"matchLabels": {"a": "3"}},
+         "sharing": {"strategy": "time-slicing", "time_slicing": {"replicas": 2, "rename_by_default": True}}},
+        {"name": "whole", "selector": {"matchLabels": {"a": "4"}}, "sharing": {"strategy": "none"}},
+        {"name": "dra", "selector": {"matchLabels": {"a": "5"}}, "sharing": {"strategy": "dra"}},
+    ])
+    assert pool_resources(pools) == {"nvidia.com/mig-2g.20gb": ["mig-mixed"], "nvidia.com/mig-3g.40gb": ["mig-mixed"],
+                                     "nvidia.com/gpu": ["mig-single", "whole"], "nvidia.com/gpu.shared": ["ts"]}
+    assert pool_resources([]) == {"nvidia.com/gpu": []}
+    assert metric_label("nvidia.com/mig-3g.40gb") == "nvidia_com_mig_3g_40gb"
+
+
+def test_dashboard_draws_the_thresholds_and_is_stable():
+    settings = parse_settings({"alerts": {"gpu_memory_used_percent": 95}})
+    model = dashboard_model(settings)
+    memory = next(p for p in model["panels"] if p["title"] == "GPU memory used")
+    assert memory["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 95
+    assert len(set(p["id"] for p in model["panels"])) == len(model["panels"])
+    assert dashboard_model(settings) == model
