@@ -30,6 +30,7 @@ DEMO = yaml.safe_load(INVENTORY.read_text())["all"]["vars"]
 PREFLIGHT_TASK = "Check the inventory and the cluster before anything is written"
 WORKERS = int(os.environ.get("KUBEGPU_BAD_INPUT_WORKERS", "3"))
 SITE, OPERATOR, POOLS, DRA, SERVING = "site", "gpu_operator", "node_pools", "dra", "serving"
+MONITORING = "monitoring"
 
 
 def operator(**changes):
@@ -86,6 +87,11 @@ def model(index, **keys):
     value = copy.deepcopy(DEMO["kubegpu_serving"])
     value["models"][index].update(keys)
     return {"kubegpu_serving": value}
+
+
+def monitoring(**changes):
+    """kubegpu_monitoring of the demo with some keys set."""
+    return {"kubegpu_monitoring": dict(copy.deepcopy(DEMO["kubegpu_monitoring"]), **changes)}
 
 
 # (id, playbook, extra variables, words the error must contain[, states (default both), more args])
@@ -221,6 +227,13 @@ CASES = [
     # OpenShift AI 3.x not installed and install: false: no KEDA, so Standard mode has the HPA only.
     ("serving-scale-to-zero-without-keda", SERVING, serving(install=False),
      ["kubegpu_serving.models[0] (bge-large): min_replicas is 0", "scales with the HPA only"], ("fresh",)),
+    # -- monitoring
+    ("monitoring-threshold-out-of-range", MONITORING, monitoring(alerts={"gpu_memory_used_percent": 150}),
+     ["kubegpu_monitoring.alerts.gpu_memory_used_percent: 150 is out of range; valid: 1 to 100"]),
+    ("monitoring-misspelt-threshold", SITE, monitoring(alerts={"gpu_temprature_celsius": 80}),
+     ["kubegpu_monitoring.alerts: unknown key 'gpu_temprature_celsius'", "did you mean 'gpu_temperature_celsius'"]),
+    ("monitoring-interval-not-a-duration", MONITORING, monitoring(service_monitor={"interval": "15 seconds"}),
+     ["kubegpu_monitoring.service_monitor.interval: '15 seconds' is not a Prometheus duration"]),
     # --tags dra on site: the first play is tagged always, so the DRA input is still checked first.
     ("tags-dra-still-checks", SITE, dra(driver={"log_verbosity": "loud"}),
      ["kubegpu_dra.driver.log_verbosity: expected an integer, got 'loud'"], ("fresh", "converged"), ["--tags", "dra"]),

@@ -1,0 +1,156 @@
+"""The monitoring stage (playbook monitoring, module gpu_monitoring) against the local cluster, on the OpenShift
+fleet (default) and the Kubernetes fleet: check mode writes nothing, it converges, the real API server accepts every
+object against the upstream CRDs (PrometheusRule and ClusterPolicy with strict field validation, ConsolePlugin), a
+second run changes nothing and writes nothing; on OpenShift also a threshold the user changes reaches the
+PrometheusRule and a dashboard turned off is pruned. Bad input is in test_bad_input.py's table.
+
+The stage needs what the gpu_operator stage leaves (the operator's namespace and a ClusterPolicy): a fixture creates
+them as the admin when the session's cluster lacks them (the chart's ClusterPolicy, planning/cluster_policy.py), and
+removes what it created, so the test times the monitoring stage alone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+import pytest
+from kubernetes.dynamic.exceptions import NotFoundError
+
+from conftest import REPO
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import chart_spec
+
+INVENTORY = REPO / "examples" / "demo" / "inventory.yml"
+PLAYBOOK = "playbooks/monitoring.yml"
+RULE, DASHBOARD, PLUGIN = "kubegpu-gpu-alerts", "kubegpu-gpu-dashboard", "console-plugin-nvidia-gpu"
+# fleet -> (platform, operator namespace, dashboard namespace, dashboard label)
+PROMETHEUS = "monitoring.coreos.com/v1"
+FLEETS = {
+    "default": ("openshift", "nvidia-gpu-operator", "openshift-config-managed", ("console.openshift.io/dashboard", "true")),
+    "kubernetes": ("kubernetes", "gpu-operator", "gpu-operator", ("grafana_dashboard", "1")),
+}
+
+
+def run(dc, variables=None, *args):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(variables or {}, f)
+    try:
+        proc = dc.playbook(PLAYBOOK, "-i", str(INVENTORY), "-e", f"@{f.name}", *args)
+    finally:
+        os.unlink(f.name)
+    out = json.loads(proc.stdout)
+    results = [t["hosts"]["localhost"] for p in out["plays"] for t in p["tasks"]
+               if t["task"]["name"].endswith("publish the GPU alert rules and the GPU dashboard")]
+    failed = [t["hosts"]["localhost"].get("msg") for p in out["plays"] for t in p["tasks"]
+              if t["hosts"].get("localhost", {}).get("failed")]
+    return out, (results[0] if results else None), failed
+
+
+def get(dc, api_version, kind, name, namespace=None):
+    try:
+        return dc.admin.resources.get(api_version=api_version, kind=kind).get(name=name, namespace=namespace).to_dict()
+    except NotFoundError:
+        return None
+
+
+@pytest.fixture(params=sorted(FLEETS), scope="module")
+def stage(request, devcluster_session):
+    """The fleet loaded, with the operator's namespace and a ClusterPolicy as the gpu_operator stage leaves them."""
+    dc = devcluster_session
+    dc.clear_knobs()
+    dc.fleet(request.param)
+    platform, namespace, dash_ns, label = FLEETS[request.param]
+    created = []
+    if get(dc, "v1", "Namespace", namespace) is None:
+        dc.admin.resources.get(api_version="v1", kind="Namespace").create(
+            body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        created.append(("v1", "Namespace", namespace))
+    policies = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
+    if not policies.get().items:
+        policies.create(body={"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+                              "metadata": {"name": "cluster-policy"}, "spec": chart_spec()})
+        created.append(("nvidia.com/v1", "ClusterPolicy", "cluster-policy"))
+    yield dc, platform, namespace, dash_ns, label
+    for api_version, kind, name, ns in ((PROMETHEUS, "PrometheusRule", RULE, namespace),
+                                        ("v1", "ConfigMap", DASHBOARD, dash_ns),
+                                        ("console.openshift.io/v1", "ConsolePlugin", PLUGIN, None)):
+        try:
+            dc.admin.resources.get(api_version=api_version, kind=kind).delete(name=name, namespace=ns)
+        except NotFoundError:
+            pass
+    for api_version, kind, name in reversed(created):
+        dc.admin.resources.get(api_version=api_version, kind=kind).delete(name=name)
+
+
+def test_monitoring_converges_idempotent_and_check_mode_writes_nothing(stage):
+    dc, platform, namespace, dash_ns, (label, value) = stage
+    t0 = time.monotonic()
+
+    # Check mode on a cluster without the stage's objects: the plan, every object dry-run, nothing written.
+    mark = dc.audit.mark()
+    out, result, failed = run(dc, {}, "--check")
+    assert not failed, failed
+    assert result["changed"] and RULE in " ".join(c["key"] for c in result["changes"])
+    dc.audit.settle()
+    assert dc.audit.writes(mark) == []
+    # The dry runs reached the API server (so its schema validated every object) and stored nothing.
+    assert get(dc, PROMETHEUS, "PrometheusRule", RULE, namespace) is None
+
+    out, result, failed = run(dc)
+    assert not failed, failed
+    assert out["stats"]["localhost"]["failures"] == 0
+    assert result["platform"] == platform
+    rule = get(dc, PROMETHEUS, "PrometheusRule", RULE, namespace)
+    alerts = [r["alert"] for r in rule["spec"]["groups"][0]["rules"]]
+    assert {"GPUMemoryAlmostFull", "GPUAllocatedButIdle", "GPUXidError", "GPUTemperatureHigh", "GPUMigConfigFailed",
+            "GPUClusterPolicyNotReady", "GPUPodsPending"} == set(alerts)
+    # The demo inventory's threshold (95) reached the rule; the ones it leaves keep their defaults.
+    exprs = dict((r["alert"], r["expr"]) for r in rule["spec"]["groups"][0]["rules"])
+    assert exprs["GPUMemoryAlmostFull"].endswith("> 95") and exprs["GPUTemperatureHigh"] == "DCGM_FI_DEV_GPU_TEMP > 83"
+    dashboard = get(dc, "v1", "ConfigMap", DASHBOARD, dash_ns)
+    assert dashboard["metadata"]["labels"][label] == value
+    assert json.loads(dashboard["data"]["kubegpu-gpu.json"])["panels"]
+    policy = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy").get().items[0].to_dict()
+    monitor = policy["spec"]["dcgmExporter"]["serviceMonitor"]
+    assert monitor["enabled"] is True and monitor["interval"] == "30s" and monitor["honorLabels"] is False
+    managers = [m["manager"] for m in policy["metadata"]["managedFields"]]
+    assert "kubegpu.platform/monitoring" in managers
+    if platform == "openshift":
+        ns = get(dc, "v1", "Namespace", namespace)
+        assert ns["metadata"]["labels"]["openshift.io/cluster-monitoring"] == "true"
+        plugin = get(dc, "console.openshift.io/v1", "ConsolePlugin", PLUGIN)
+        assert plugin["spec"]["backend"]["service"]["namespace"] == namespace
+    else:
+        assert get(dc, "console.openshift.io/v1", "ConsolePlugin", PLUGIN) is None
+
+    # Second run: nothing differs, nothing is written.
+    mark = dc.audit.mark()
+    out, result, failed = run(dc)
+    assert not failed and out["stats"]["localhost"]["changed"] == 0 and result["changes"] == []
+    dc.audit.settle()
+    assert dc.audit.writes(mark) == []
+
+    if platform != "openshift":
+        # The Kubernetes fleet differs in the dashboard's label and namespace and has no OpenShift objects: converge
+        # and idempotence prove it; the change below is the same code on both.
+        print(f"\nmonitoring on {platform}: check, converge, idempotence in {time.monotonic() - t0:.1f} s")
+        return
+
+    # The user tightens a threshold and turns the dashboard off: the rule's field changes, the dashboard is pruned.
+    mark = dc.audit.mark()
+    out, result, failed = run(dc, {"kubegpu_monitoring": {"service_monitor": {"interval": "30s"},
+                                                          "alerts": {"gpu_memory_used_percent": 80,
+                                                                     "gpu_temperature_celsius": 83},
+                                                          "dashboard": {"enabled": False},
+                                                          "openshift": {"console_plugin": platform == "openshift"}}})
+    assert not failed, failed
+    keys = sorted(c["key"] for c in result["changes"])
+    assert keys == sorted(["PrometheusRule/%s/%s" % (namespace, RULE), "ConfigMap/%s/%s" % (dash_ns, DASHBOARD)]), keys
+    rule = get(dc, PROMETHEUS, "PrometheusRule", RULE, namespace)
+    assert [r["expr"] for r in rule["spec"]["groups"][0]["rules"] if r["alert"] == "GPUMemoryAlmostFull"][0].endswith("> 80")
+    assert get(dc, "v1", "ConfigMap", DASHBOARD, dash_ns) is None
+    dc.audit.settle()
+    assert len(dc.audit.writes(mark)) == len(keys)
+    print(f"\nmonitoring on {platform}: check, converge, idempotence, change in {time.monotonic() - t0:.1f} s")
