@@ -15,7 +15,7 @@ description:
     C(honorLabels), C(additionalLabels)) with its own field manager, so that the operator creates the DCGM
     exporter's ServiceMonitor and the gpu_operator stage's own apply leaves these fields alone.
   - Writes PrometheusRule C(kubegpu-gpu-alerts) (monitoring.coreos.com/v1) whose alerts are built from the
-    thresholds in O(settings.alerts) - GPU memory almost full, a GPU allocated to a pod but idle, XID errors, GPU
+    thresholds in C(settings.alerts) - GPU memory almost full, a GPU allocated to a pod but idle, XID errors, GPU
     temperature, a failed MIG configuration, the ClusterPolicy not ready, pods pending for a pool's GPU resource.
   - Writes the dashboard ConfigMap C(kubegpu-gpu-dashboard) (a Grafana JSON model) - on Kubernetes labelled for
     Grafana's dashboard sidecar (C(grafana_dashboard=1)), on OpenShift in C(openshift-config-managed) labelled
@@ -127,6 +127,8 @@ diff:
   type: dict
 """
 
+from ansible.module_utils.basic import missing_required_lib
+
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
     apply_object,
     change_report,
@@ -140,6 +142,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import CLUSTER_POLICY_API
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import (
     OWNED,
+    YAML_IMPORT_ERROR,
     plan_objects,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.settings import (
@@ -204,6 +207,8 @@ def validate(cluster, writes, namespaces):
 
 
 def run(module):
+    if YAML_IMPORT_ERROR is not None:
+        module.fail_json(msg=missing_required_lib("PyYAML"), exception=str(YAML_IMPORT_ERROR))
     cluster, check, p = module.cluster, module.check_mode, module.params
     try:
         settings = parse_settings(p["settings"])

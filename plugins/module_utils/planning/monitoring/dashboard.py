@@ -15,10 +15,10 @@ __metaclass__ = type
 import json
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.rules import metric_label, pool_resources
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import MIG_STATE_LABEL
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import COLLECTION, MIG_STATE_LABEL
 
 UID = "kubegpu-gpu"
-TITLE = "GPUs (kubegpu.platform)"
+TITLE = "GPUs (%s)" % COLLECTION
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 HOST = 'Hostname=~"$hostname"'
 

@@ -19,7 +19,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import yaml
+try:
+    import yaml
+    YAML_IMPORT_ERROR = None
+except ImportError as exc:  # the module reports it with missing_required_lib
+    yaml = None
+    YAML_IMPORT_ERROR = exc
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.dashboard import dashboard_json
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.rules import rule_groups

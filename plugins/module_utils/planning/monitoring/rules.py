@@ -155,8 +155,8 @@ def alert_rules(settings, pools=()):
             "  and on (namespace, pod) (kube_pod_status_phase{phase=\"Pending\"} == 1)\n) > 0" % metric_label(resource),
             a["pods_pending_for"], "warning",
             "%s pod(s) waiting for %s" % (VALUE, resource),
-            "%s pod(s) asking for %s (pools: %s) have been Pending for %s." % (VALUE, resource, pool_text,
-                                                                              a["pods_pending_for"]),
+            "%s pod(s) asking for %s (pools: %s) have been Pending for %s."
+            % (VALUE, resource, pool_text, a["pods_pending_for"]),
             "The pool has no free %s: kubectl describe pod shows the scheduler's reason. Add nodes to the pool "
             "(its MachineSet), free GPUs (scale idle models to zero), or share the GPUs more (more time-slicing "
             "replicas, smaller MIG slices). The capacity report (kubegpu.platform.report) shows each pool's free "

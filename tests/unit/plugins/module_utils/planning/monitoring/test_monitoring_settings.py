@@ -26,8 +26,8 @@ def test_defaults_are_the_documented_ones():
      "kubegpu_monitoring.alerts.gpu_memory_used_percent: 101 is out of range; valid: 1 to 100 (percent)"),
     ({"alerts": {"gpu_idle_percent": 0}}, "kubegpu_monitoring.alerts.gpu_idle_percent: 0 is out of range"),
     ({"alerts": {"gpu_temperature_celsius": 200}}, "valid: 40 to 120 (celsius)"),
-    ({"alerts": {"gpu_idle_for": "10 minutes"}}, "kubegpu_monitoring.alerts.gpu_idle_for: '10 minutes' is not a "
-                                                  "Prometheus duration"),
+    ({"alerts": {"gpu_idle_for": "10 minutes"}},
+     "kubegpu_monitoring.alerts.gpu_idle_for: '10 minutes' is not a Prometheus duration"),
     ({"alerts": {"disabled": ["GPUHot"]}}, "kubegpu_monitoring.alerts.disabled: 'GPUHot' is not an alert"),
     ({"alerts": {"labels": {"release": "kube prometheus"}}}, "kubegpu_monitoring.alerts.labels: release: 'kube prometheus'"
                                                              " is not a valid label value"),
