@@ -243,15 +243,25 @@ def run(module):
     missing = sorted(set(o["metadata"]["namespace"] for o in writes
                          if o["metadata"].get("namespace") and o["metadata"]["namespace"] not in seen["namespaces"]))
     for ns in missing:
+        # A namespace the run creates carries its planned labels (OpenShift's cluster-monitoring) from the start.
+        labels = dict(MANAGED_BY, **plan["namespace_labels"].get(ns, {}))
         changes.append(apply_object(cluster, {"apiVersion": "v1", "kind": "Namespace",
-                                              "metadata": {"name": ns, "labels": dict(MANAGED_BY)}},
+                                              "metadata": {"name": ns, "labels": labels}},
                                     check, current=None, current_known=True, field_manager=MONITORING_FIELD_MANAGER))
     for ns, labels in sorted(plan["namespace_labels"].items()):
         live = seen["namespaces"].get(ns)
-        if live is None and ns not in missing:
-            module.fail_json(msg="namespace %s does not exist: run the gpu_operator stage first, or set "
-                                 "kubegpu_gpu_operator.namespace to the GPU Operator's namespace" % ns, changed=False)
-        have = ((live or {}).get("metadata") or {}).get("labels") or {}
+        if ns in missing:
+            continue
+        if live is None:
+            # The GPU Operator's namespace, not there yet: in a check run of site the gpu_operator stage has not
+            # created it; in a real run that stage has not run.
+            if not check:
+                module.fail_json(msg="namespace %s does not exist: run the gpu_operator stage first, or set "
+                                     "kubegpu_gpu_operator.namespace to the GPU Operator's namespace" % ns, changed=False)
+            plan["warnings"].append("namespace %s does not exist yet: it gets %s once the gpu_operator stage has "
+                                    "created it" % (ns, ", ".join("%s=%s" % kv for kv in labels.items())))
+            continue
+        have = (live.get("metadata") or {}).get("labels") or {}
         changes.append(patch_labels(cluster, "v1", "Namespace", ns, labels, check, have))
     for obj, change in planned:
         if change.changed and not check:
