@@ -88,6 +88,16 @@ def test_monitoring_converges_idempotent_and_check_mode_writes_nothing(stage):
     dc, platform, namespace, dash_ns, (label, value) = stage
     t0 = time.monotonic()
 
+    if platform == "openshift":
+        # Check mode before the gpu_operator stage has created the operator's namespace (a check run of site on a
+        # fresh cluster): the plan, no failure, nothing written.
+        mark = dc.audit.mark()
+        result = dc.module("gpu_monitoring", {"operator_namespace": "not-installed-yet", "platform": platform}, check=True)
+        assert not result.get("failed"), result.get("msg")
+        assert "Namespace/not-installed-yet" in [c["key"] for c in result["changes"]]
+        dc.audit.settle()
+        assert dc.audit.writes(mark) == []
+
     # Check mode on a cluster without the stage's objects: the plan, every object dry-run, nothing written.
     mark = dc.audit.mark()
     out, result, failed = run(dc, {}, "--check")
