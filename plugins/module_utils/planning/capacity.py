@@ -112,7 +112,8 @@ def pool_capacity(nodes, pods):
     ordered = sorted(pools.values(), key=lambda p: (not p["pooled"], p["name"]))
     for entry in ordered:
         entry["gpu_models"].sort()
-        entry["allocatable"] = dict(sorted(entry["allocatable"].items()))
+        # A resource advertised at 0 (nvidia.com/gpu under MIG mixed) is no capacity: left out, as in the summaries.
+        entry["allocatable"] = dict(sorted((r, n) for r, n in entry["allocatable"].items() if n))
         entry["requested"] = dict(sorted(entry["requested"].items()))
         resources = sorted(set(entry["allocatable"]) | set(entry["requested"]))
         # Negative when pods hold more than is advertised now (units withdrawn under running pods).

@@ -34,8 +34,9 @@ th{color:#5b6670;font-weight:600}td.n{text-align:right}
 .pending{font-size:.85em;color:#8a3b00}.changes li,.pending li{margin:2px 0}
 """
 
-# Draws one chart per pool from the embedded data, then says how many it drew (data-charts-drawn on <body>), so a
-# test or a monitor can tell a page whose charts failed from one that drew them.
+# Draws one chart per pool from the embedded data, then says how many it drew (data-charts-drawn on <body>) and
+# where each plot is (data-chart-area on its canvas), so a test or a monitor can tell a page whose charts failed
+# from one that drew them.
 SCRIPT = """
 (function () {
   var report = JSON.parse(document.getElementById('kubegpu-report-data').textContent);
@@ -46,7 +47,7 @@ SCRIPT = """
     var resources = Object.keys(pool.allocatable).concat(
       Object.keys(pool.requested).filter(function (r) { return !(r in pool.allocatable); }));
     if (!canvas || !resources.length || typeof Chart === 'undefined') { return; }
-    new Chart(canvas, {
+    var chart = new Chart(canvas, {
       type: 'bar',
       data: {
         labels: resources.map(function (r) { return r.replace('nvidia.com/', ''); }),
@@ -59,6 +60,12 @@ SCRIPT = """
                 plugins: {title: {display: true, text: pool.name + ': GPU units per resource'}},
                 scales: {y: {beginAtZero: true, ticks: {precision: 0}}}}
     });
+    // Where the plot is on the page (CSS pixels), for a check that looks at the rendered page.
+    var box = canvas.getBoundingClientRect(), area = chart.chartArea;
+    canvas.setAttribute('data-chart-area', JSON.stringify({
+      left: Math.round(box.left + window.scrollX + area.left), top: Math.round(box.top + window.scrollY + area.top),
+      right: Math.round(box.left + window.scrollX + area.right),
+      bottom: Math.round(box.top + window.scrollY + area.bottom)}));
     drawn += 1;
   });
   document.body.setAttribute('data-charts-drawn', String(drawn));

@@ -48,7 +48,7 @@ def gpu_pod(name, units, node_name=None, phase="Running", selector=None, namespa
 
 MIG_LABELS = {"nvidia.com/mig.config": "kubegpu-llm", "nvidia.com/mig.config.state": "success"}
 NODES = [
-    pool_node("h1", "llm", allocatable={MIG3: "8", MIG1: "16", "cpu": "96"}, labels=MIG_LABELS),
+    pool_node("h1", "llm", allocatable={MIG3: "8", MIG1: "16", GPU: "0", "cpu": "96"}, labels=MIG_LABELS),
     pool_node("h2", "llm", allocatable={MIG3: "8", MIG1: "16"}, labels=MIG_LABELS),
     pool_node("l1", "embed", product=L40S, count=4, allocatable={GPU: "16"},
               labels={"nvidia.com/gpu.sharing-strategy": "time-slicing"}),
