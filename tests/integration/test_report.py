@@ -158,7 +158,8 @@ def test_report_numbers_changes_and_stores(placed):
     mark = dc.audit.mark()
     _run(dc, folder / "check", "-e", json.dumps(store), "--check")
     assert dc.audit.writes(mark) == []
-    _run(dc, folder / "awx-1", "-e", json.dumps(store))
+    _run(dc, folder / "awx-1", "-e", json.dumps(dict(store, report_html_path="")))   # no page asked for
+    assert sorted(p.name for p in (folder / "awx-1").iterdir()) == ["capacity.json"]
     writes = dc.audit.writes(mark)
     assert writes and all((w.resource, w.namespace, w.name) == ("configmaps", NS, "kubegpu-capacity-report")
                           for w in writes), [str(w) for w in writes]

@@ -92,8 +92,8 @@ def _pool_section(i, pool):
         pool["nodes"], ", ".join(pool["gpu_models"]) or "unknown model", pool["physical_gpus"],
         ", ".join("{0}={1}".format(k, v) for k, v in sorted(pool["sharing"].items())) or "-")
     if pool["layout"]:
-        facts += "; per GPU " + ", ".join("{0} x{1}".format(r.split("/", 1)[-1], n)
-                                         for r, n in sorted(pool["layout"].items()))
+        per_gpu = ["{0} x{1}".format(r.split("/", 1)[-1], n) for r, n in sorted(pool["layout"].items())]
+        facts += "; per GPU " + ", ".join(per_gpu)
     resources = sorted(set(pool["allocatable"]) | set(pool["requested"]))
     rows = "".join("<tr><td>{0}</td><td class=n>{1}</td><td class=n>{2}</td><td class=n>{3}</td></tr>".format(
         _e(r), pool["allocatable"].get(r, 0), pool["requested"].get(r, 0), pool["idle"].get(r, 0)) for r in resources)
@@ -120,9 +120,8 @@ def capacity_html(document, chart_js, chart_js_license=""):
     elif not changes:
         changed = "<p>No change since {0}.</p>".format(_e(document.get("previous_generated_at")))
     else:
-        changed = "<p>Since {0}:</p><ul class=changes>{1}</ul>".format(
-            _e(document.get("previous_generated_at")), "".join("<li>{0}</li>".format(_e(change_line(c)))
-                                                            for c in changes))
+        items = "".join("<li>{0}</li>".format(_e(change_line(c))) for c in changes)
+        changed = "<p>Since {0}:</p><ul class=changes>{1}</ul>".format(_e(document.get("previous_generated_at")), items)
     unplaceable = ""
     if document.get("unplaceable"):
         unplaceable = "<h2>Pending GPU pods no pool can take</h2><ul class=pending>{0}</ul>".format("".join(

@@ -75,13 +75,13 @@ def cluster_report(info):
              _yes(m["mig_capable"]), _counts(m["allocatable"]), _counts(m["sharing"]), _counts(m["mig_states"])]
             for m in nodes["models"]]
     lines.extend(table(["GPU model", "Nodes", "GPUs", "Memory", "MIG", "Allocatable", "Sharing", "MIG config"],
-                        rows or [["(no GPU nodes)", 0, 0, "-", "-", "-", "-", "-"]]))
+                       rows or [["(no GPU nodes)", 0, 0, "-", "-", "-", "-", "-"]]))
     # The capacity report (planning/capacity_text.py) shows the pools with their requests; this table is for
     # results that do not carry it.
     pools = [] if info.get("capacity") else (info.get("pools") or [])
     if pools:
         lines.append("")
         lines.extend(table(["Node pool", "Nodes", "GPU model", "Allocatable", "Sharing", "MIG state"],
-                            [[p["name"], p["nodes"], ", ".join(p["products"]), _counts(p["allocatable"]),
-                              _counts(p["sharing"]), _counts(p["mig_states"])] for p in pools]))
+                           [[p["name"], p["nodes"], ", ".join(p["products"]), _counts(p["allocatable"]),
+                             _counts(p["sharing"]), _counts(p["mig_states"])] for p in pools]))
     return lines
