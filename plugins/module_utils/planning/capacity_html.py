@@ -73,6 +73,11 @@ SCRIPT = """
 """
 
 
+# A DRA pool's devices are not extended resources: the DRA lines of the cluster summary show them.
+NO_UNITS = ("<p>No GPU units advertised as extended resources (a DRA pool hands its GPUs out through "
+            "ResourceClaims: see the DRA lines of the report).</p>")
+
+
 def _e(value):
     return escape(str(value), quote=True)
 
@@ -104,10 +109,11 @@ def _pool_section(i, pool):
                 _e(w["pod"]), _e(", ".join("{0}={1}".format(k, v) for k, v in sorted(w["resources"].items()))))
             for w in pool["pending"]))
     chart = ("<div class=chart><canvas id=chart-{0} role=img aria-label=\"{1}: allocatable, requested and idle GPU "
-             "units\"></canvas></div>".format(i, _e(pool["name"])) if resources else "<p>No GPU units advertised.</p>")
-    return ("<section class=pool data-pool=\"{0}\"><h2>{0}</h2><div class=facts>{1}</div>{2}"
-            "<table><tr><th>Resource</th><th>Allocatable</th><th>Requested</th><th>Idle</th></tr>{3}</table>{4}"
-            "</section>").format(_e(pool["name"]), _e(facts), chart, rows, pending)
+             "units\"></canvas></div>".format(i, _e(pool["name"])) if resources else NO_UNITS)
+    numbers = ("<table><tr><th>Resource</th><th>Allocatable</th><th>Requested</th><th>Idle</th></tr>{0}</table>"
+               .format(rows) if rows else "")
+    return ("<section class=pool data-pool=\"{0}\"><h2>{0}</h2><div class=facts>{1}</div>{2}{3}{4}"
+            "</section>").format(_e(pool["name"]), _e(facts), chart, numbers, pending)
 
 
 def capacity_html(document, chart_js, chart_js_license=""):
