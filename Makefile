@@ -13,7 +13,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export DEVCLUSTER := PYTHONPATH=tools/devcluster $(BIN)/python -m kubegpu_devcluster
 
 .PHONY: help venv collection binaries cluster-up cluster-down demo test unit sanity lint integration simulators \
-        molecule build docs bench clean
+        molecule build docs bench clean browser chartjs
 
 help:
 	@echo "make demo          local cluster up, site playbook against it, report printed"
@@ -45,7 +45,8 @@ cluster-down: venv
 
 demo: cluster-up
 	K8S_AUTH_KUBECONFIG=$(CURDIR)/.devcluster/kubeconfig $(BIN)/ansible-playbook \
-	  -i examples/demo/inventory.yml kubegpu.platform.site
+	  -i examples/demo/inventory.yml kubegpu.platform.site -e report_dir=$(CURDIR)/.devcluster/report
+	@echo "Capacity report: file://$(CURDIR)/.devcluster/report/capacity.html (JSON: .devcluster/report/capacity.json)"
 
 unit: collection
 	$(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
@@ -79,11 +80,20 @@ docs: collection
 
 # The collection against the local cluster, after the local cluster's and the simulators' own tests (each suite
 # starts a cluster of its own).
-integration: collection binaries simulators
+integration: collection binaries simulators browser
 	$(BIN)/python -m pytest tests/integration -q -p no:cacheprovider
 
 simulators: venv binaries
 	$(BIN)/python -m pytest tools/devcluster/tests -q -p no:cacheprovider
+
+# The capacity report's HTML page is checked in a real headless browser: Debian's chromium, installed once.
+browser:
+	@command -v chromium >/dev/null || { $$([ "$$(id -u)" = 0 ] || echo sudo) apt-get update -qq && \
+	  $$([ "$$(id -u)" = 0 ] || echo sudo) apt-get install -y -qq chromium; }
+
+# Refresh the Chart.js build the report inlines (roles/report/files/chartjs) from npm, checksum checked.
+chartjs:
+	tools/refresh-chartjs.sh
 
 molecule: collection binaries
 	cd extensions && PATH=$(CURDIR)/$(BIN):$$PATH $(CURDIR)/$(BIN)/molecule test --all

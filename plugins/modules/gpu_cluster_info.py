@@ -15,7 +15,10 @@ description:
     by physical GPU model and by node pool with node and GPU counts, allocatable GPU resources and sharing state, the GPU
     Operator install and ClusterPolicy state, the Dynamic Resource Allocation API versions served, and
     which parts of the serving stack (KServe, Knative, KEDA, OpenShift AI) are present.
-  - Makes only list and get requests; the number of requests does not grow with the number of nodes.
+  - Reads the pods (one list, finished pods left out by the API server) to tell, per node pool, the GPU units
+    requested by the pods bound to its nodes, the units idle, and the GPU pods still waiting for a node; the
+    report playbook (role kubegpu.platform.report) renders this as the capacity report.
+  - Makes only list and get requests; the number of requests does not grow with the number of nodes or pods.
 author:
   - kubegpu.platform contributors (@kubegpu)
 options:
@@ -67,6 +70,36 @@ pools:
   returned: always
   type: list
   elements: dict
+capacity:
+  description:
+    - C(pools) one entry per node pool, then GPU nodes in no pool as C((no pool)), each with C(name), C(pooled),
+      C(nodes), C(gpu_models), C(physical_gpus), C(sharing) (node count per strategy), C(mig_states), C(layout)
+      (units per physical GPU of each resource), C(allocatable), C(requested) (units held by pods bound to the
+      pool's nodes that have not finished, counted as the scheduler counts them), C(idle) (allocatable - requested)
+      and C(pending) (pods not bound yet that ask for units the pool offers, each C(pod) and C(resources)).
+    - C(unplaceable) pending GPU pods that no pool offers what they ask for.
+  returned: always
+  type: dict
+  sample:
+    pools:
+      - name: llm-h100
+        pooled: true
+        nodes: 2
+        gpu_models: [NVIDIA-H100-80GB-HBM3]
+        physical_gpus: 16
+        sharing: {mig: 2}
+        mig_states: {kubegpu-llm-h100=success: 2}
+        layout: {nvidia.com/mig-3g.40gb: 1, nvidia.com/mig-1g.10gb: 2}
+        allocatable: {nvidia.com/mig-1g.10gb: 32, nvidia.com/mig-3g.40gb: 16}
+        requested: {nvidia.com/mig-3g.40gb: 2}
+        idle: {nvidia.com/mig-1g.10gb: 32, nvidia.com/mig-3g.40gb: 14}
+        pending: [{pod: llm/train-0, resources: {nvidia.com/mig-3g.40gb: 20}}]
+    unplaceable: []
+observed_at:
+  description: When the cluster was read (UTC, ISO 8601); the capacity report's time stamp.
+  returned: always
+  type: str
+  sample: "2026-11-30T22:40:00Z"
 gpu_operator:
   description: Whether the GPU Operator is installed, how (olm or helm), its version and namespace, and each ClusterPolicy's state and conditions.
   returned: always
@@ -87,8 +120,11 @@ serving:
   type: dict
 """
 
+import time
+
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import platform_info
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity import pool_capacity
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.summary import dra_summary
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_summary import (
     gpu_operator_status,
@@ -101,6 +137,9 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     POOL_LABEL,
     SERVING_MODEL_LABEL,
 )
+
+
+FINISHED_PODS_OUT = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 def dra_info(cluster):
@@ -154,7 +193,10 @@ def serving_info(cluster):
 
 def gather(module):
     cluster = module.cluster
+    observed_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     nodes = cluster.list("v1", "Node")
+    # Finished pods hold no units: the API server leaves them out, so the list stays the size of what runs.
+    pods = cluster.list("v1", "Pod", field_selector=FINISHED_PODS_OUT)
     summary = summarize_gpu_nodes(nodes)
     if not module.params["include_node_names"]:
         for model in summary["models"]:
@@ -170,6 +212,8 @@ def gather(module):
         "platform": platform_info(cluster),
         "gpu_nodes": summary,
         "pools": summarize_pools(nodes),
+        "capacity": pool_capacity(nodes, pods),
+        "observed_at": observed_at,
         "gpu_operator": operator,
         "dra": dra_info(cluster),
         "serving": serving_info(cluster),

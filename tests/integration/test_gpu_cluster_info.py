@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, task_result
 from kubegpu_devcluster.cluster import ADMIN
 
 # Expected figures written out by hand from the fleet files and the GFD product names in
@@ -92,8 +92,7 @@ def test_report_playbook_prints_table(dc):
     proc = dc.playbook("playbooks/report.yml")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     out = json.loads(proc.stdout)
-    lines = [t for t in out["plays"][0]["tasks"] if t["task"]["name"] == "Print the report"][0]["hosts"][
-        "localhost"]["msg"]
+    lines = task_result(out, "Print the report")["msg"]
     assert lines[0].startswith("Platform:     openshift 4.20.3")
     header = [line for line in lines if line.startswith("GPU model")][0]
     assert header.split()[:4] == ["GPU", "model", "Nodes", "GPUs"]

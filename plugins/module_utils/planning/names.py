@@ -75,6 +75,8 @@ SERVING_FIELD_MANAGER = COLLECTION + "/serving"
 # Reserved for the stages to come.
 MONITORING_FIELD_MANAGER = COLLECTION + "/monitoring"
 TENANCY_FIELD_MANAGER = COLLECTION + "/tenancy"
+# The capacity report's ConfigMap (kept for the next report when report_previous_store is configmap).
+REPORT_FIELD_MANAGER = COLLECTION + "/report"
 
 # --- NVIDIA node labels: GPU Feature Discovery (what a GPU node is) -------------------------------------------
 # The domain of every label and extended resource NVIDIA's software writes.
@@ -148,6 +150,8 @@ MIG_MANAGER_DAEMONSET = "nvidia-mig-manager"
 # --- Names we give our objects ----------------------------------------------------------------------------------
 # Our ConfigMap keys, mig-parted configs and DeviceClasses: kubegpu-<pool or template>.
 NAME_PREFIX = "kubegpu-"
+# Where the capacity report keeps its previous document when asked to keep it in the cluster (AWX).
+REPORT_CONFIGMAP = NAME_PREFIX + "capacity-report"
 
 # --- Namespaces (defaults) ----------------------------------------------------------------------------------------
 GPU_OPERATOR_NAMESPACE_OPENSHIFT = "nvidia-gpu-operator"  # the certified operator's documented namespace
@@ -162,4 +166,4 @@ LABELS = (POOL_LABEL, CLAIM_TEMPLATE_LABEL, SERVING_MODEL_LABEL, SERVING_RUNTIME
           DEVICE_PLUGIN_DEPLOY_LABEL, DRIVER_DEPLOY_LABEL, DRA_PLUGIN_LABEL) + PCI_PRESENT_LABELS
 ANNOTATIONS = (GPU_COUNT_ANNOTATION, DRAINED_ANNOTATION, DEVICE_PLUGIN_CONFIG_ANNOTATION, MACHINE_ANNOTATION)
 FIELD_MANAGERS = (FIELD_MANAGER, NODE_POOLS_FIELD_MANAGER, DRA_FIELD_MANAGER, SERVING_FIELD_MANAGER,
-                  MONITORING_FIELD_MANAGER, TENANCY_FIELD_MANAGER)
+                  MONITORING_FIELD_MANAGER, TENANCY_FIELD_MANAGER, REPORT_FIELD_MANAGER)

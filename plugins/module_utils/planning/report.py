@@ -7,7 +7,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-def _table(header, rows):
+def table(header, rows):
+    """Lines of a left-aligned text table: header, a rule, then the rows (cells turned into text)."""
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     fmt = "  ".join("{%d:<%d}" % (i, w) for i, w in enumerate(widths))
     lines = [fmt.format(*header).rstrip(), "  ".join("-" * w for w in widths)]
@@ -73,12 +74,14 @@ def cluster_report(info):
              "{0:.0f} GiB".format(m["memory_mib"] / 1024.0) if m.get("memory_mib") else "?",
              _yes(m["mig_capable"]), _counts(m["allocatable"]), _counts(m["sharing"]), _counts(m["mig_states"])]
             for m in nodes["models"]]
-    lines.extend(_table(["GPU model", "Nodes", "GPUs", "Memory", "MIG", "Allocatable", "Sharing", "MIG config"],
-                        rows or [["(no GPU nodes)", 0, 0, "-", "-", "-", "-", "-"]]))
-    pools = info.get("pools") or []
+    lines.extend(table(["GPU model", "Nodes", "GPUs", "Memory", "MIG", "Allocatable", "Sharing", "MIG config"],
+                       rows or [["(no GPU nodes)", 0, 0, "-", "-", "-", "-", "-"]]))
+    # The capacity report (planning/capacity_text.py) shows the pools with their requests; this table is for
+    # results that do not carry it.
+    pools = [] if info.get("capacity") else (info.get("pools") or [])
     if pools:
         lines.append("")
-        lines.extend(_table(["Node pool", "Nodes", "GPU model", "Allocatable", "Sharing", "MIG state"],
-                            [[p["name"], p["nodes"], ", ".join(p["products"]), _counts(p["allocatable"]),
-                              _counts(p["sharing"]), _counts(p["mig_states"])] for p in pools]))
+        lines.extend(table(["Node pool", "Nodes", "GPU model", "Allocatable", "Sharing", "MIG state"],
+                           [[p["name"], p["nodes"], ", ".join(p["products"]), _counts(p["allocatable"]),
+                             _counts(p["sharing"]), _counts(p["mig_states"])] for p in pools]))
     return lines
