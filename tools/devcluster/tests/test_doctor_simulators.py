@@ -86,8 +86,8 @@ def test_dcgm_exporter_daemonset_pods_and_service_monitor(dc, operator_ns):
     wait_for(lambda: not monitors.get(namespace=namespace).items, what="ServiceMonitor removed when disabled")
     policies.patch(name=policy, content_type="application/merge-patch+json",
                    body={"spec": {"dcgmExporter": {"enabled": False}}})
-    wait_for(lambda: not _api(dc, "DaemonSet", "apps/v1").get(field_selector=f"metadata.name={EXPORTER}",
-                                                            namespace=namespace).items,
+    daemonsets = _api(dc, "DaemonSet", "apps/v1")
+    wait_for(lambda: not daemonsets.get(field_selector=f"metadata.name={EXPORTER}", namespace=namespace).items,
              what="exporter DaemonSet removed when disabled")
     policies.patch(name=policy, content_type="application/merge-patch+json",
                    body={"spec": {"dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}}}})

@@ -25,6 +25,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     MIG_STATE_FAILED,
     MIG_STATE_LABEL,
     MIG_STATE_PENDING,
+    PAUSED_FOR_MIG_CHANGE,
     POOL_LABEL,
     SHARING_STRATEGY_LABEL,
 )
@@ -127,12 +128,12 @@ def check_operands_paused(node, ctx):
         return []
     return [finding(
         "operands_paused", _ref(node), _label_field(DEPLOY_LABEL_PREFIX + "<operand>"),
-        dict((op, "paused-for-mig-change") for op in paused),
-        "operands %s are paused-for-mig-change on node %s%s but no MIG change is pending (state %s)"
-        % (", ".join(paused), node_name(node), _pool_hint(labels), labels.get(MIG_STATE_LABEL, "unset")),
-        "Set each paused gpu.deploy.<operand> label back to true (kubectl label node %s --overwrite "
-        "%s), after fixing the MIG state" % (node_name(node),
-                                            " ".join("%s%s=true" % (DEPLOY_LABEL_PREFIX, op) for op in paused)))]
+        dict((op, PAUSED_FOR_MIG_CHANGE) for op in paused),
+        "operands %s are %s on node %s%s but no MIG change is pending (state %s)"
+        % (", ".join(paused), PAUSED_FOR_MIG_CHANGE, node_name(node), _pool_hint(labels),
+           labels.get(MIG_STATE_LABEL, "unset")),
+        "Set each paused gpu.deploy.<operand> label back to true (kubectl label node %s --overwrite %s), after "
+        "fixing the MIG state" % (node_name(node), " ".join("%s%s=true" % (DEPLOY_LABEL_PREFIX, op) for op in paused)))]
 
 
 def check_device_plugin_not_advertising(node, ctx):
