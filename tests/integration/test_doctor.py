@@ -103,8 +103,8 @@ def test_healthy_demo_fleet_is_healthy(cluster):
     assert result["findings"] == [] and result["checked"] == {"gpu_nodes": 6, "gpu_pods": 1}
     assert lines == ["Verdict: healthy (0 finding(s): 0 failing, 0 degraded; examined 6 GPU node(s), 1 GPU pod(s))"]
     assert stats["kubegpu_doctor"]["verdict"] == "healthy"
-    rc, result, _, _ = doctor(dc, "--check", "-e", "doctor_fail_on=degraded")
-    assert rc == 0 and result["summary"]["verdict"] == "healthy"
+    checked = doctor(dc, "--check", "-e", "doctor_fail_on=degraded")
+    assert checked[0] == 0 and checked[1]["summary"]["verdict"] == "healthy"
 
 
 def _found(result, pattern, obj):
@@ -213,5 +213,5 @@ def test_every_injected_fault_is_found(cluster):
     assert any(line.startswith("[failing] mig_failed: Node/gpu-h100-001") for line in lines)
 
     # Check mode reads the same and writes nothing; doctor_fail_on=never reports without failing.
-    rc, again, _, _ = doctor(dc, "--check", "-e", "doctor_mig_pending_timeout=5", "-e", "doctor_fail_on=never")
-    assert rc == 0 and again["summary"]["counts"] == expected
+    again = doctor(dc, "--check", "-e", "doctor_mig_pending_timeout=5", "-e", "doctor_fail_on=never")
+    assert again[0] == 0 and again[1]["summary"]["counts"] == expected

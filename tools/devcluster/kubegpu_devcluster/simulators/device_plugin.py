@@ -212,7 +212,7 @@ def _lost_gpus(value: str) -> dict:
     """device-plugin.lost_gpus "node-a=1,node-b=2" -> {node: GPUs lost}; a bare name loses one."""
     lost = {}
     for item in _names(value):
-        name, _, n = item.partition("=")
+        name, n = (item.split("=", 1) + [""])[:2]
         lost[name.strip()] = int(n) if n.strip().isdigit() else 1
     return lost
 
