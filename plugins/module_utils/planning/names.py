@@ -147,6 +147,18 @@ GPU_RESOURCE_PREFIXES = (GPU_RESOURCE, MIG_RESOURCE_PREFIX)
 DEVICE_PLUGIN_DAEMONSET = "nvidia-device-plugin-daemonset"
 MIG_MANAGER_DAEMONSET = "nvidia-mig-manager"
 
+# --- Diagnostics (the doctor) reads these: GFD's driver/CUDA labels, the DCGM exporter operand, OpenShift monitoring
+DRIVER_VERSION_LABEL = "nvidia.com/cuda.driver-version.full"       # 580.105.08
+CUDA_RUNTIME_VERSION_LABEL = "nvidia.com/cuda.runtime-version.full"  # the newest CUDA the driver supports: 13.0
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+DCGM_EXPORTER_DEPLOY_LABEL = DEPLOY_LABEL_PREFIX + "dcgm-exporter"
+DCGM_EXPORTER_DAEMONSET = "nvidia-dcgm-exporter"
+# The env an NVIDIA CUDA image declares its CUDA need in (cuda>=12.4 ...); the container toolkit refuses to start a
+# container whose node's driver does not satisfy it.
+REQUIRE_CUDA_ENV = "NVIDIA_REQUIRE_CUDA"
+# On an OpenShift namespace: the cluster's Prometheus scrapes its ServiceMonitors only with this label set to "true".
+CLUSTER_MONITORING_LABEL = "openshift.io/cluster-monitoring"
+
 # --- Names we give our objects ----------------------------------------------------------------------------------
 # Our ConfigMap keys, mig-parted configs and DeviceClasses: kubegpu-<pool or template>.
 NAME_PREFIX = "kubegpu-"
@@ -163,7 +175,8 @@ LABELS = (POOL_LABEL, CLAIM_TEMPLATE_LABEL, SERVING_MODEL_LABEL, SERVING_RUNTIME
           MONITORING_LABEL, GRAFANA_DASHBOARD_LABEL, OPENSHIFT_CONSOLE_DASHBOARD_LABEL,
           GPU_PRESENT_LABEL, PRODUCT_LABEL, COUNT_LABEL, MEMORY_LABEL, FAMILY_LABEL, COMPUTE_MAJOR_LABEL, COMPUTE_MINOR_LABEL, SHARING_STRATEGY_LABEL,
           MIG_CAPABLE_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, DEPLOY_LABEL_PREFIX,
-          DEVICE_PLUGIN_DEPLOY_LABEL, DRIVER_DEPLOY_LABEL, DRA_PLUGIN_LABEL) + PCI_PRESENT_LABELS
+          DEVICE_PLUGIN_DEPLOY_LABEL, DRIVER_DEPLOY_LABEL, DRA_PLUGIN_LABEL,
+          DRIVER_VERSION_LABEL, CUDA_RUNTIME_VERSION_LABEL, REPLICAS_LABEL, DCGM_EXPORTER_DEPLOY_LABEL) + PCI_PRESENT_LABELS
 ANNOTATIONS = (GPU_COUNT_ANNOTATION, DRAINED_ANNOTATION, DEVICE_PLUGIN_CONFIG_ANNOTATION, MACHINE_ANNOTATION)
 FIELD_MANAGERS = (FIELD_MANAGER, NODE_POOLS_FIELD_MANAGER, DRA_FIELD_MANAGER, SERVING_FIELD_MANAGER,
                   MONITORING_FIELD_MANAGER, TENANCY_FIELD_MANAGER, REPORT_FIELD_MANAGER)

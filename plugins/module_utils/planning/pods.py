@@ -82,3 +82,12 @@ def is_pending_for_gpu(pod):
     phase = (pod.get("status") or {}).get("phase") or PENDING
     return (phase == PENDING and not _spec(pod).get("nodeName") and not meta.get("deletionTimestamp")
             and bool(gpu_requests(pod)))
+
+
+def is_unschedulable(pod):
+    """The scheduler has looked at the pod and found no node for it (PodScheduled False). The doctor waits for
+    this verdict, so that a pod created a moment ago is not reported as a fault."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled":
+            return condition.get("status") == "False"
+    return False

@@ -51,6 +51,9 @@ Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
                              plugin's re-registration plus kubelet's status update (default 0.5)
   device-plugin.fail_nodes   comma-separated node names where the plugin crash-loops: every GPU resource 0
                              (e.g. k8s-device-plugin#364), labels left as they are
+  device-plugin.lost_gpus    "node=n,..." (a bare name: 1): n GPUs of the node fell off the bus (Xid 79): the plugin
+                             reports their devices unhealthy, so allocatable drops by their share of every GPU
+                             resource while capacity stays; GFD relabels gpu.count (physical count) without them
   device-plugin.restart_seconds  time a restart (a new pod template) takes to reach the pods: until then they
                              keep the ConfigMap content they read before, as during a real DaemonSet rollout
                              (default 0)
@@ -205,6 +208,15 @@ def _names(value: str) -> set:
     return {n.strip() for n in value.split(",") if n.strip()}
 
 
+def _lost_gpus(value: str) -> dict:
+    """device-plugin.lost_gpus "node-a=1,node-b=2" -> {node: GPUs lost}; a bare name loses one."""
+    lost = {}
+    for item in _names(value):
+        name, n = (item.split("=", 1) + [""])[:2]
+        lost[name.strip()] = int(n) if n.strip().isdigit() else 1
+    return lost
+
+
 def _managed_resource(name: str) -> bool:
     return name.startswith(GPU) or name.startswith("nvidia.com/mig-")
 
@@ -336,12 +348,22 @@ class DevicePluginSimulator(Simulator):
             resources, wanted_labels, gfd_up = {}, {}, False
         if not plugin_up:
             resources = {}
+        lost = min(count, _lost_gpus(self.knobs.get("lost_gpus")).get(name, 0))
+        healthy = dict(resources)
+        if lost and count:
+            # The plugin reports the lost GPUs' devices unhealthy: the kubelet keeps them in capacity and takes them
+            # out of allocatable; GFD, relabelling, counts the GPUs NVML still sees.
+            healthy = {r: v - lost * (v // count) for r, v in resources.items()}
+            if gfd_up and wanted_labels.get(f"{GPU}.count") == str(count):
+                wanted_labels[f"{GPU}.count"] = str(count - lost)
         capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
-        res_patch = {}
+        cap_patch, alloc_patch = {}, {}
         for res in sorted({r for r in list(capacity) + list(allocatable) if _managed_resource(r)} | set(resources)):
-            value = str(resources.get(res, 0))
-            if capacity.get(res) != value or allocatable.get(res) != value:
-                res_patch[res] = value
+            if capacity.get(res) != str(resources.get(res, 0)):
+                cap_patch[res] = str(resources.get(res, 0))
+            if allocatable.get(res) != str(healthy.get(res, 0)):
+                alloc_patch[res] = str(healthy.get(res, 0))
+        res_patch = cap_patch or alloc_patch
         label_patch = {}
         if gfd_up:
             for label in labels:
@@ -351,7 +373,7 @@ class DevicePluginSimulator(Simulator):
         if not res_patch and not label_patch:
             self._due.pop(name, None)
             return
-        change = json.dumps([label_patch, res_patch], sort_keys=True)
+        change = json.dumps([label_patch, cap_patch, alloc_patch], sort_keys=True)
         due = self._due.get(name)
         if due is None or due[0] != change:
             due = (change, time.monotonic() + self.knobs.seconds("seconds", 0.5))
@@ -366,5 +388,5 @@ class DevicePluginSimulator(Simulator):
                 body["metadata"]["annotations"] = {GPUS_ANNOTATION: str(count)}
             api.patch(name=name, body=body, content_type="application/merge-patch+json")
         if res_patch:
-            api.status.patch(name=name, body={"status": {"capacity": res_patch, "allocatable": res_patch}},
+            api.status.patch(name=name, body={"status": {"capacity": cap_patch, "allocatable": alloc_patch}},
                              content_type="application/merge-patch+json")

@@ -8,8 +8,11 @@ ClusterPolicy gets state `ignored`. Every spec change (new generation) passes th
 
 Operands: for the reconciled ClusterPolicy the operator keeps two apps/v1 DaemonSets in its namespace, owned by
 the policy (ownerReferences) as upstream: `nvidia-device-plugin-daemonset` (unless spec.devicePlugin.enabled is
-false) and `nvidia-mig-manager` (unless spec.migManager.enabled is false). No pod ever runs (there is no
-kubelet); the device-plugin and mig-manager simulators act for them. Their pod templates carry what the real
+false), `nvidia-mig-manager` (unless spec.migManager.enabled is false) and `nvidia-dcgm-exporter` (unless
+spec.dcgmExporter.enabled is false; nodes labelled nvidia.com/gpu.deploy.dcgm-exporter=true, so mig-manager's
+pause takes its pods away as upstream), plus, with spec.dcgmExporter.serviceMonitor.enabled and the
+ServiceMonitor CRD installed, ServiceMonitor `nvidia-dcgm-exporter` (removed when disabled). The DaemonSet
+controller places their pods and KWOK runs them; the device-plugin and mig-manager simulators act for them. Their pod templates carry what the real
 operator puts there: MIG_STRATEGY (spec.mig.strategy, default single), the device-plugin ConfigMap
 (spec.devicePlugin.config.name, volume `config`) and DEFAULT_CONFIG (spec.devicePlugin.config.default), the
 mig-parted ConfigMap (spec.migManager.config.name, volume `mig-parted-config`). Like the real operator, a
@@ -35,6 +38,8 @@ from .framework import Simulator, now
 CP = "nvidia.com/v1"
 DEVICE_PLUGIN_DS = "nvidia-device-plugin-daemonset"
 MIG_MANAGER_DS = "nvidia-mig-manager"
+DCGM_EXPORTER_DS = "nvidia-dcgm-exporter"
+MONITORING = "monitoring.coreos.com/v1"
 HASH_ANNOTATION = "nvidia.com/last-applied-hash"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 
@@ -110,7 +115,23 @@ def operand_daemonsets(spec: dict) -> dict:
         wanted[MIG_MANAGER_DS] = _operand(MIG_MANAGER_DS, "nvidia.com/gpu.deploy.mig-manager", [
             {"name": "nvidia-mig-manager", "image": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:simulated",
              "env": env}], volumes)
+    exporter = spec.get("dcgmExporter") or {}
+    if exporter.get("enabled", True) is not False:
+        wanted[DCGM_EXPORTER_DS] = _operand(DCGM_EXPORTER_DS, "nvidia.com/gpu.deploy.dcgm-exporter", [
+            {"name": "nvidia-dcgm-exporter", "image": "nvcr.io/nvidia/k8s/dcgm-exporter:simulated",
+             "ports": [{"name": "metrics", "containerPort": 9400}]}], [])
     return wanted
+
+
+def exporter_service_monitor(spec: dict) -> dict | None:
+    """The ServiceMonitor the operator creates for the DCGM exporter (spec.dcgmExporter.serviceMonitor.enabled)."""
+    exporter = spec.get("dcgmExporter") or {}
+    if exporter.get("enabled", True) is False or not (exporter.get("serviceMonitor") or {}).get("enabled"):
+        return None
+    return {"apiVersion": MONITORING, "kind": "ServiceMonitor",
+            "metadata": {"name": DCGM_EXPORTER_DS, "labels": {"app": DCGM_EXPORTER_DS, MANAGED_BY: "gpu-operator"}},
+            "spec": {"selector": {"matchLabels": {"app": DCGM_EXPORTER_DS}},
+                     "endpoints": [{"port": "gpu-metrics", "path": "/metrics"}]}}
 
 
 class GpuOperatorSimulator(Simulator):
@@ -188,7 +209,7 @@ class GpuOperatorSimulator(Simulator):
                   "controller": True, "blockOwnerDeletion": True}]
         wanted = operand_daemonsets(cp.get("spec") or {})
         api = self.api("DaemonSet")
-        for name in (DEVICE_PLUGIN_DS, MIG_MANAGER_DS):
+        for name in (DEVICE_PLUGIN_DS, MIG_MANAGER_DS, DCGM_EXPORTER_DS):
             current = self.get("DaemonSet", namespace, name)
             body = wanted.get(name)
             if body is None:
@@ -205,6 +226,24 @@ class GpuOperatorSimulator(Simulator):
                 patch = {"metadata": {"annotations": {HASH_ANNOTATION: digest}, "ownerReferences": owner},
                          "spec": {"template": {"spec": body["spec"]["template"]["spec"]}}}
                 api.patch(name=name, namespace=namespace, body=patch, content_type="application/merge-patch+json")
+        self._ensure_service_monitor(cp, namespace, owner)
+
+    def _ensure_service_monitor(self, cp: dict, namespace: str, owner: list) -> None:
+        try:
+            api = self.dyn.resources.get(api_version=MONITORING, kind="ServiceMonitor")
+        except Exception:   # the Prometheus Operator's CRDs are not installed: the operator skips it too
+            return
+        body = exporter_service_monitor(cp.get("spec") or {})
+        try:
+            current = api.get(name=DCGM_EXPORTER_DS, namespace=namespace)
+        except NotFoundError:
+            current = None
+        if body is None:
+            if current is not None:
+                api.delete(name=DCGM_EXPORTER_DS, namespace=namespace)
+        elif current is None:
+            body["metadata"].update(namespace=namespace, ownerReferences=owner)
+            api.create(body=body, namespace=namespace)
 
     def _collect_garbage(self) -> None:
         """What the garbage collector does upstream: operands whose ClusterPolicy is gone are deleted."""
@@ -215,5 +254,16 @@ class GpuOperatorSimulator(Simulator):
             if refs and not any(r.uid in owners for r in refs):
                 try:
                     api.delete(name=ds.metadata.name, namespace=ds.metadata.namespace)
+                except NotFoundError:
+                    pass
+        try:
+            monitors = self.dyn.resources.get(api_version=MONITORING, kind="ServiceMonitor")
+        except Exception:   # CRD not installed
+            return
+        for sm in monitors.get(label_selector=f"{MANAGED_BY}=gpu-operator").items:
+            refs = [r for r in (sm.metadata.ownerReferences or []) if r.kind == "ClusterPolicy"]
+            if refs and not any(r.uid in owners for r in refs):
+                try:
+                    monitors.delete(name=sm.metadata.name, namespace=sm.metadata.namespace)
                 except NotFoundError:
                     pass

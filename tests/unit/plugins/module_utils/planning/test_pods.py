@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pods import gpu_requests, is_pending_for_gpu
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pods import gpu_requests, is_pending_for_gpu, is_unschedulable
 
 GPU = "nvidia.com/gpu"
 MIG = "nvidia.com/mig-3g.40gb"
@@ -75,3 +75,17 @@ def test_pod_without_spec_requests_nothing():
 ])
 def test_pending_for_gpu(p, expected):
     assert is_pending_for_gpu(p) is expected
+
+
+_UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                  "message": "0/9 nodes are available: 9 Insufficient nvidia.com/gpu."}
+
+
+@pytest.mark.parametrize("status, expected", [
+    ({"phase": "Pending", "conditions": [_UNSCHEDULABLE]}, True),
+    # the scheduler has not looked at it yet
+    ({"phase": "Pending"}, False),
+    ({"phase": "Running", "conditions": [dict(_UNSCHEDULABLE, status="True")]}, False),
+])
+def test_is_unschedulable(status, expected):
+    assert is_unschedulable({"status": status}) is expected
