@@ -60,7 +60,7 @@ def desired_objects(settings, plan):
     for cls in settings.priority_classes:
         objects.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": _meta(cls.name),
                         "value": cls.value, "preemptionPolicy": cls.preemption, "globalDefault": False,
-                        "description": cls.description or "kubegpu.platform priority class %s" % cls.name})
+                        "description": cls.description or cls.name})
     if not settings.kueue:
         return objects + _resource_quotas(settings, plan)
     for cls in settings.priority_classes:
