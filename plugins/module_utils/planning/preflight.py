@@ -70,6 +70,9 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.platform import detect_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.spec import parse_settings
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.quotas import plan_quotas, pool_capacity
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import TenancyError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import parse_settings as parse_tenancy
 
 GPU_OPERATOR_PACKAGE = "gpu-operator-certified"
 NFD_PACKAGE = "nfd"
@@ -101,7 +104,7 @@ def check_cluster(variables, stages, observed):
     """
     errors, checked, requirements = {}, {}, []
     for stage, check in (("gpu_operator", _gpu_operator), ("node_pools", _node_pools), ("dra", _dra),
-                         ("serving", _serving)):
+                         ("tenancy", _tenancy), ("serving", _serving)):
         if stage in stages:
             problems, done = check(variables, stages, observed, requirements)
             if problems:
@@ -247,3 +250,17 @@ def _serving(variables, stages, observed, requirements):
         problems.append(serving_message(str(e), variables.get("kubegpu_serving") or {}))
         requirements.extend(getattr(e, "requirements", None) or [])
     return problems, done
+
+
+def _tenancy(variables, stages, observed, requirements):
+    """The teams' quotas against what the pools (as the inventory wants them, so a layout change of this run
+    counts) offer on the observed nodes: unknown pools and resources, over-subscription with the teams named."""
+    try:
+        settings = parse_tenancy(variables.get("kubegpu_tenancy"))
+        capacity = pool_capacity(variables.get("kubegpu_node_pools") or [], observed["nodes"])
+        plan = plan_quotas(settings, capacity)
+    except (TenancyError, SizingError, PoolError, DraError) as e:
+        return [str(e)], []
+    return [], ["team %s: %s" % (team, ", ".join("pool %s %s" % (pool, ", ".join(
+        "%s %d" % item for item in sorted(res.items()))) for pool, res in sorted(quotas.items())) or "no quota")
+        for team, quotas in sorted(plan["teams"].items())]
