@@ -59,7 +59,7 @@ def desired_objects(settings, plan):
                for team in settings.teams for ns in team.namespaces]
     for cls in settings.priority_classes:
         objects.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": _meta(cls.name),
-                        "value": cls.value, "preemptionPolicy": cls.preemption, "globalDefault": False,
+                        "value": cls.value, "preemptionPolicy": cls.preemption,
                         "description": cls.description or cls.name})
     if not settings.kueue:
         return objects + _resource_quotas(settings, plan)
