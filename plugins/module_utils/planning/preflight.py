@@ -259,7 +259,12 @@ def _tenancy(variables, stages, observed, requirements):
         settings = parse_tenancy(variables.get("kubegpu_tenancy"))
         capacity = pool_capacity(variables.get("kubegpu_node_pools") or [], observed["nodes"])
         plan = plan_quotas(settings, capacity)
-    except (TenancyError, SizingError, PoolError, DraError) as e:
+    except SizingError as e:
+        if "gpu_operator" in stages:
+            # GPU Feature Discovery labels the nodes with their GPUs once the GPU Operator of this run is installed.
+            return [], ["quotas: the pools' GPUs are not known yet (%s); checked by the tenancy stage" % e]
+        return [str(e)], []
+    except (TenancyError, PoolError, DraError) as e:
         return [str(e)], []
     return [], ["team %s: %s" % (team, ", ".join("pool %s %s" % (pool, ", ".join(
         "%s %d" % item for item in sorted(res.items()))) for pool, res in sorted(quotas.items())) or "no quota")

@@ -23,10 +23,11 @@ __metaclass__ = type
 from fractions import Fraction
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_plugin_config import DRA
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_DRIVER
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_DRIVER, PRODUCT_LABEL
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import physical_gpus
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import resolve_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import Pool, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.slices import pool_slices
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.suggest import did_you_mean
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import TenancyError
@@ -45,9 +46,13 @@ def pool_capacity(pools, nodes):
         members = selected[pool.name]
         resources = {}
         if pool.strategy == DRA:
-            gpus = sum(physical_gpus(node) or 0 for node in members)
+            counts = [(node, physical_gpus(node)) for node in members]
+            unknown = [(node.get("metadata") or {}).get("name") for node, count in counts if count is None]
+            if unknown:
+                raise SizingError("pool '%s': node %s does not tell its GPUs yet (no %s label: GPU Feature Discovery "
+                                  "labels it once the GPU Operator runs)" % (pool.name, unknown[0], PRODUCT_LABEL))
             if members:
-                resources[DRA_RESOURCE] = gpus
+                resources[DRA_RESOURCE] = sum(count for dummy, count in counts)
         elif members:
             for piece in pool_slices([pool], members):
                 resources[piece.resource_name] = (resources.get(piece.resource_name, 0)

@@ -170,3 +170,11 @@ def test_usage_rows():
     rows = usage_rows(settings, plan, [queue], [])
     assert {"team": "a", "pool": "ts", "resource": "nvidia.com/gpu", "quota": 5, "used": 7, "borrowed": 2} in rows
     assert any(r["team"] == "unassigned" and r["quota"] == 43 for r in rows)
+
+
+def test_a_dra_node_that_does_not_tell_its_gpus_is_named():
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError
+    bare = node("h200-0", None, labels={"pool": "dra"})
+    with pytest.raises(SizingError) as err:
+        pool_capacity([pools()[3]], [bare])
+    assert "pool 'dra': node h200-0 does not tell its GPUs yet" in str(err.value)
