@@ -258,7 +258,7 @@ def write(cluster, objects, served, check):
             apply_object(cluster, obj, False, current=None, current_known=True, field_manager=TENANCY_FIELD_MANAGER,
                          validate=False)
     wanted = set(key(obj) for obj in objects)
-    for api_version, kind in KINDS:
+    for dummy, kind in KINDS:
         for obj_key, obj in sorted(ours.items(), key=lambda item: str(item[0])):
             if obj_key[0] == kind and obj_key not in wanted:
                 changes.append(delete_object(cluster, obj, check))

@@ -86,12 +86,12 @@ def run(dc, helm_bin, *args, layout=None, teams=None, **settings):
     return out, out["stats"]["localhost"], time.monotonic() - t0
 
 
-def module(dc, helm_bin, layout=None, teams=None, apply=False):
+def module(dc, helm_bin, layout=None, teams=None, apply=False, **settings):
     """The tenancy_quotas module once (plan only unless apply)."""
     return dc.module("tenancy_quotas", {
         "pools": pools(layout or "all-1g.10gb"), "platform": "kubernetes", "apply": apply,
-        "settings": {"teams": TEAMS if teams is None else teams,
-                     "helm": {"charts_dir": str(CHARTS), "binary": str(helm_bin)}}})
+        "settings": dict({"teams": TEAMS if teams is None else teams,
+                          "helm": {"charts_dir": str(CHARTS), "binary": str(helm_bin)}}, **settings)})
 
 
 def failure(out):
@@ -232,5 +232,9 @@ def test_tenancy(cluster, helm_bin):
     with pytest.raises(ForbiddenError) as refused:
         pods.create(body=pod("over", 1), namespace="research")
     assert "exceeded quota" in str(refused.value)
+    # The report's usage comes from the quota's status (the API server's quota admission counted the pod).
+    usage = module(dc, helm_bin, layout=MIXED, kueue=False)["usage"]
+    assert {"team": "research", "pool": "llm-h100", "resource": "nvidia.com/mig-1g.10gb", "quota": 16, "used": 8,
+            "borrowed": 0} in usage
     pods.delete(name="fits", namespace="research", grace_period_seconds=0)
     print(f"test_tenancy: {time.monotonic() - started:.1f} s")

@@ -72,10 +72,8 @@ def desired_objects(settings, plan):
                         "spec": {"nodeLabels": {POOL_LABEL: pool}}})
     groups = _resource_groups(plan["capacity"], pools)
     for team in settings.teams:
-        objects.append(_cluster_queue(settings, team.name, groups, plan["teams"][team.name], team.borrow, team.lend,
-                                      plan["capacity"]))
-    objects.append(_cluster_queue(settings, settings.shared_queue, groups, plan["unassigned"], True, True,
-                                  plan["capacity"]))
+        objects.append(_cluster_queue(settings, team.name, groups, plan["teams"][team.name], team.borrow, team.lend))
+    objects.append(_cluster_queue(settings, settings.shared_queue, groups, plan["unassigned"], True, True))
     for team in settings.teams:
         for namespace in team.namespaces:
             objects.append({"apiVersion": KUEUE_API, "kind": "LocalQueue",
@@ -96,7 +94,7 @@ def _resource_groups(capacity, pools):
     return [(sorted(names), sorted(members)) for names, members in sorted(groups, key=lambda g: sorted(g[0]))]
 
 
-def _cluster_queue(settings, name, groups, quotas, borrow, lend, capacity):
+def _cluster_queue(settings, name, groups, quotas, borrow, lend):
     resource_groups = []
     for covered, pools in groups:
         flavors = []

@@ -71,8 +71,8 @@ def plan_quotas(settings, capacity):
         for quota in team.quotas:
             where = "team '%s': quotas (pool '%s')" % (team.name, quota.pool)
             if quota.pool not in capacity:
-                problems.append("%s: no such pool%s (pools: %s)" % (where, did_you_mean(quota.pool, pools),
-                                                                   ", ".join(pools) or "none"))
+                problems.append("%s: no such pool%s (pools: %s)"
+                                % (where, did_you_mean(quota.pool, pools), ", ".join(pools) or "none"))
                 continue
             offered = capacity[quota.pool]["resources"]
             if not offered:

@@ -73,6 +73,9 @@ def _quota_usage(team, plan, quotas):
 
 def report_lines(rows):
     """"team research: pool llm-h100 nvidia.com/mig-3g.40gb used 1 of 2 (borrowed 0)" per row."""
-    return ["team %s: pool %s %s used %d of %d%s" % (r["team"], r["pool"], r["resource"], r["used"], r["quota"],
-                                                      " (borrowed %d)" % r["borrowed"] if r["borrowed"] else "")
-            for r in rows] or ["no team quota"]
+    lines = []
+    for r in rows:
+        borrowed = " (borrowed %d)" % r["borrowed"] if r["borrowed"] else ""
+        lines.append("team %s: pool %s %s used %d of %d%s"
+                     % (r["team"], r["pool"], r["resource"], r["used"], r["quota"], borrowed))
+    return lines or ["no team quota"]

@@ -170,8 +170,8 @@ def _priority_class(index, raw):
                            "system's)" % (where, name, value))
     preemption = raw.get("preemption") or "PreemptLowerPriority"
     if preemption not in PREEMPTION:
-        raise TenancyError("%s (%s): preemption is %r; expected one of %s" % (where, name, preemption,
-                                                                             ", ".join(PREEMPTION)))
+        raise TenancyError("%s (%s): preemption is %r; expected one of %s"
+                           % (where, name, preemption, ", ".join(PREEMPTION)))
     return PriorityClass(name, value, preemption, str(raw.get("description") or ""))
 
 
