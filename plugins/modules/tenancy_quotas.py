@@ -132,6 +132,10 @@ ready:
   description: V(false) only when O(wait_round) ran out while waiting for the Kueue API; the task's C(until) calls again.
   returned: always
   type: bool
+progress:
+  description: The wait's progress (C(summary), C(pending), C(waited_s)).
+  returned: when waiting for the Kueue API
+  type: dict
 """
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
