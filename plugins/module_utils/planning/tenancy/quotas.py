@@ -101,7 +101,7 @@ def plan_quotas(settings, capacity):
     for pool in pools:
         for name, units in sorted(capacity[pool]["resources"].items()):
             asked = [(team, wanted[pool][name]) for team, wanted in teams.items() if name in wanted.get(pool, {})]
-            total = sum(count for _, count in asked)
+            total = sum(count for dummy, count in asked)
             if total > units:
                 problems.append(
                     "pool '%s' %s: the teams' quotas add up to %d (%s), above the %d the pool offers (%d node%s); "
