@@ -39,7 +39,7 @@ options:
     description: The stages the playbook will run.
     type: list
     elements: str
-    choices: [gpu_operator, node_pools, dra, serving, monitoring]
+    choices: [gpu_operator, node_pools, dra, tenancy, serving, monitoring]
     required: true
   variables:
     description:
@@ -70,7 +70,7 @@ requirements:
 EXAMPLES = r"""
 - name: Check every input before anything is written
   kubegpu.platform.preflight:
-    stages: [gpu_operator, node_pools, dra, serving]
+    stages: [gpu_operator, node_pools, dra, tenancy, serving]
     variables:
       kubegpu_platform: "{{ kubegpu_platform | default(omit) }}"
       kubegpu_gpu_operator: "{{ kubegpu_gpu_operator | default(omit) }}"
@@ -143,7 +143,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
 MACHINESET_API = "machine.openshift.io/v1beta1"
 CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
 CLUSTER_POLICY_CRD_FILE = "nvidia.com_clusterpolicies.yaml"
-STAGE_ORDER = ("gpu_operator", "node_pools", "dra", "serving", "monitoring")
+STAGE_ORDER = ("gpu_operator", "node_pools", "dra", "tenancy", "serving", "monitoring")
 
 
 def policy_schema(cluster, variables):
@@ -176,7 +176,7 @@ def observe(cluster, variables, stages):
         else:
             observed["packages"] = dict((name, cluster.get(PACKAGE_API, "PackageManifest", name, MARKETPLACE_NAMESPACE))
                                         for name in (GPU_OPERATOR_PACKAGE, NFD_PACKAGE))
-    if "node_pools" in stages or "dra" in stages or "serving" in stages:
+    if "node_pools" in stages or "dra" in stages or "serving" in stages or "tenancy" in stages:
         observed["nodes"] = cluster.list("v1", "Node")
     if "node_pools" in stages:
         observed["machinesets"] = (cluster.list(MACHINESET_API, "MachineSet", namespace=MACHINE_API_NAMESPACE)

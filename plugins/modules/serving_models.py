@@ -44,6 +44,11 @@ options:
     type: list
     elements: dict
     default: []
+  tenancy:
+    description: The tenancy settings C(kubegpu_tenancy); a model in a namespace of a team that uses Kueue is queued in
+      the team's LocalQueue (labels C(kueue.x-k8s.io/queue-name) and C(kueue.x-k8s.io/priority-class)).
+    type: dict
+    default: {}
   prune:
     description: Delete the ServingRuntimes and InferenceServices of earlier runs that are no longer listed.
     type: bool
@@ -216,7 +221,7 @@ def run(module):
     cluster, check = module.cluster, module.check_mode
     try:
         settings, facts, platform, planned = plan_serving(cluster, module.params["settings"], module.params["pools"],
-                                                          module.params["claim_templates"])
+                                                          module.params["claim_templates"], module.params["tenancy"])
         ours, namespaces = observe(cluster)
         writes = plan_writes(cluster, planned["objects"], ours, namespaces)
     except PLANNING_ERRORS as e:
@@ -257,6 +262,7 @@ def main():
             "settings": {"type": "dict", "default": {}},
             "pools": {"type": "list", "elements": "dict", "default": []},
             "claim_templates": {"type": "list", "elements": "dict", "default": []},
+            "tenancy": {"type": "dict", "default": {}},
             "prune": {"type": "bool", "default": True},
             "wait": {"type": "bool"},
             "timeout": {"type": "int"},

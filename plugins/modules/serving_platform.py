@@ -47,6 +47,11 @@ options:
     type: list
     elements: dict
     default: []
+  tenancy:
+    description: The tenancy settings C(kubegpu_tenancy); a model in a namespace of a team that uses Kueue is queued in
+      the team's LocalQueue (labels C(kueue.x-k8s.io/queue-name) and C(kueue.x-k8s.io/priority-class)).
+    type: dict
+    default: {}
   enable:
     description: Apply the platform objects (DSCInitialization, DataScienceCluster, KedaController) once the operators run.
     type: bool
@@ -161,7 +166,7 @@ def run(module):
     cluster, check = module.cluster, module.check_mode
     try:
         settings, facts, platform, models = plan_serving(cluster, module.params["settings"], module.params["pools"],
-                                                         module.params["claim_templates"])
+                                                         module.params["claim_templates"], module.params["tenancy"])
     except PLANNING_ERRORS as e:
         module.fail_json(msg=str(e), requirements=list(getattr(e, "requirements", None) or []), changed=False)
     objects = platform_objects(platform, settings, facts)
@@ -194,6 +199,7 @@ def main():
             "settings": {"type": "dict", "default": {}},
             "pools": {"type": "list", "elements": "dict", "default": []},
             "claim_templates": {"type": "list", "elements": "dict", "default": []},
+            "tenancy": {"type": "dict", "default": {}},
             "enable": {"type": "bool", "default": False},
             "wait": {"type": "bool", "default": True},
             "timeout": {"type": "int", "default": 900},

@@ -32,6 +32,9 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.models import cluster_offers, plan_models
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.spec import parse_settings
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.objects import queue_of
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import TenancyError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import parse_settings as parse_tenancy
 
 OPENSHIFT_CONFIG = "config.openshift.io/v1"
 SUBSCRIPTIONS = "operators.coreos.com/v1alpha1"
@@ -44,7 +47,7 @@ KNATIVE_AUTOSCALER = "autoscaler"
 KEDA_OPERATOR = "keda-operator"
 ISVC_CRD = "inferenceservices.serving.kserve.io"
 FIELD_MANAGER = SERVING_FIELD_MANAGER
-PLANNING_ERRORS = (ServingError, DraError, PoolError, SizingError)
+PLANNING_ERRORS = (ServingError, DraError, PoolError, SizingError, TenancyError)
 
 
 def _newest(versions):
@@ -125,14 +128,18 @@ def platform_facts(cluster, kserve_namespace=KSERVE_NAMESPACE):
     return facts
 
 
-def plan_serving(cluster, raw_settings, raw_pools, raw_templates):
+def plan_serving(cluster, raw_settings, raw_pools, raw_templates, raw_tenancy=None):
     """Observe and plan, for the serving modules: (settings, facts, platform plan, models plan).
 
-    Raises PLANNING_ERRORS (ServingError, DraError, PoolError, SizingError) before anything is written.
+    raw_tenancy (kubegpu_tenancy): models in a namespace of a team that uses Kueue are queued in its LocalQueue.
+    Raises PLANNING_ERRORS (ServingError, DraError, PoolError, SizingError, TenancyError) before anything is written.
     """
     settings = parse_settings(raw_settings)
     facts = platform_facts(cluster, settings.kserve.get("namespace") or KSERVE_NAMESPACE)
     platform = detect_platform(facts, settings)
     nodes = cluster.list("v1", "Node") if settings.models else []
     slices, pools, templates = cluster_offers(raw_pools, raw_templates, nodes)
-    return settings, facts, platform, plan_models(settings, platform, slices, pools, templates)
+    tenancy = parse_tenancy(raw_tenancy)
+    queues = dict((model.namespace, queue_of(tenancy, model.namespace)) for model in settings.models
+                  if queue_of(tenancy, model.namespace))
+    return settings, facts, platform, plan_models(settings, platform, slices, pools, templates, queues)

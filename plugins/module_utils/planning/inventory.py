@@ -47,6 +47,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.models import offline_problems
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError, size_model
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.suggest import did_you_mean
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy import spec as tenancy_spec
 
 PLATFORMS = ["auto", "openshift", "kubernetes"]
 APPROVALS = ["Manual", "Automatic"]
@@ -60,9 +61,11 @@ STAGES = {
     "serving": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_dra", "kubegpu_serving"),
     # The operator's namespace and service_monitor come from kubegpu_gpu_operator; pools name the pending-pods alerts.
     "monitoring": ("kubegpu_platform", "kubegpu_gpu_operator", "kubegpu_node_pools", "kubegpu_monitoring"),
+    # Quotas are shares of the pools of kubegpu_node_pools.
+    "tenancy": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_tenancy"),
 }
 # Variables of stages not described here yet: accepted unchecked (add the stage to INVENTORY and STAGES to check it).
-FUTURE = ("kubegpu_tenancy",)
+FUTURE = ()
 
 # A model's sizing: the keyword arguments of size_model (the model_sizing module's options).
 _SIZING_KEYS = tuple(inspect.signature(size_model).parameters)
@@ -207,6 +210,43 @@ INVENTORY = {
     }},
     # The monitoring stage (docs/monitoring.md); monitoring/settings.py checks ranges, durations and labels.
     "kubegpu_monitoring": {"type": "dict", "default": {}, "options": monitoring_settings.OPTIONS},
+    "kubegpu_tenancy": {"type": "dict", "default": {}, "options": {
+        "kueue": {"type": "bool", "default": True},
+        "install": {"type": "bool", "default": True},
+        "cohort": {"type": "str", "default": tenancy_spec.COHORT},
+        "shared_queue": {"type": "str", "default": tenancy_spec.SHARED_QUEUE},
+        "timeout": {"type": "int", "default": 900},
+        "helm": {"type": "dict", "default": {}, "options": {
+            "charts_dir": {"type": "str", "default": ""},
+            "binary": {"type": "str", "default": ""},
+            "namespace": {"type": "str", "default": ""},
+            "values": {"type": "dict", "default": {}},
+            "wait": {"type": "bool", "default": False},
+        }},
+        "kueue_operator": {"type": "dict", "default": {}, "options": {
+            "channel": {"type": "str", "default": ""},
+            "source": {"type": "str", "default": ""},
+            "approval": {"type": "str", "choices": list(serving_spec.APPROVALS)},
+        }},
+        "priority_classes": {"type": "list", "elements": "dict", "options": {
+            "name": {"type": "str", "required": True},
+            "value": {"type": "int", "required": True},
+            "preemption": {"type": "str", "choices": list(tenancy_spec.PREEMPTION), "default": "PreemptLowerPriority"},
+            "description": {"type": "str", "default": ""},
+        }},
+        "teams": {"type": "list", "elements": "dict", "default": [], "options": {
+            "name": {"type": "str", "required": True},
+            "namespaces": {"type": "list", "elements": "str"},
+            "quotas": {"type": "list", "elements": "dict", "default": [], "options": {
+                "pool": {"type": "str", "required": True},
+                "share": {"type": "raw"},
+                "units": {"type": "raw"},
+            }},
+            "borrow": {"type": "bool", "default": True},
+            "lend": {"type": "bool", "default": True},
+            "priority": {"type": "str"},
+        }},
+    }},
 }
 
 # Ansible's spellings of true and false (module_utils.parsing.convert_bool), which the roles' argument specs accept.
@@ -439,6 +479,16 @@ def _serving_problems(settings):
     return problems
 
 
+def _tenancy_problems(settings):
+    """tenancy/spec.py's checks (teams, namespaces, shares, priority classes); quotas against the pools' capacity
+    need the nodes: the preflight's cluster check and the stage do them."""
+    try:
+        tenancy_spec.parse_settings(settings)
+    except tenancy_spec.TenancyError as e:
+        return [str(e) if str(e).startswith("kubegpu_tenancy") else "kubegpu_tenancy: %s" % e]
+    return []
+
+
 def serving_message(message, settings):
     """spec.py and models.py name a model or runtime by its name (model 'llama-8b': ...); say where it is in the
     inventory (kubegpu_serving.models[1] (llama-8b): ...)."""
@@ -484,6 +534,7 @@ _STAGE_CHECKS = {
     "kubegpu_node_pools": _pools_problems,
     "kubegpu_dra": _dra_problems,
     "kubegpu_serving": _serving_problems,
+    "kubegpu_tenancy": _tenancy_problems,
 }
 # Checks across variables, run when every variable they read passed its own: (the variable whose problem it is,
 # the variables read, the check).

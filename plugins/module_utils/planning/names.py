@@ -170,13 +170,23 @@ GPU_OPERATOR_NAMESPACE_OPENSHIFT = "nvidia-gpu-operator"  # the certified operat
 GPU_OPERATOR_NAMESPACE_KUBERNETES = "gpu-operator"        # the Helm chart's documented namespace
 NFD_NAMESPACE_OPENSHIFT = "openshift-nfd"
 
+# --- Tenancy (Kueue's labels and ours) ----------------------------------------------------------------------------
+# On our tenancy objects (ClusterQueues, LocalQueues, ResourceQuotas...): the team they were written for.
+TEAM_LABEL = "kubegpu.io/team"
+# Kueue's: the LocalQueue a workload (here an InferenceService) is queued in, and its WorkloadPriorityClass.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+KUEUE_API = "kueue.x-k8s.io/v1beta2"                    # the storage version of the Kueue 0.19 CRDs
+KUEUE_GROUP = "kueue.x-k8s.io"
+
 # --- The names the single-source test checks (test_names.py) ------------------------------------------------------
 LABELS = (POOL_LABEL, CLAIM_TEMPLATE_LABEL, SERVING_MODEL_LABEL, SERVING_RUNTIME_LABEL, MANAGED_BY_LABEL, PART_OF_LABEL,
           MONITORING_LABEL, GRAFANA_DASHBOARD_LABEL, OPENSHIFT_CONSOLE_DASHBOARD_LABEL,
           GPU_PRESENT_LABEL, PRODUCT_LABEL, COUNT_LABEL, MEMORY_LABEL, FAMILY_LABEL, COMPUTE_MAJOR_LABEL, COMPUTE_MINOR_LABEL, SHARING_STRATEGY_LABEL,
           MIG_CAPABLE_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, DEPLOY_LABEL_PREFIX,
           DEVICE_PLUGIN_DEPLOY_LABEL, DRIVER_DEPLOY_LABEL, DRA_PLUGIN_LABEL,
-          DRIVER_VERSION_LABEL, CUDA_RUNTIME_VERSION_LABEL, REPLICAS_LABEL, DCGM_EXPORTER_DEPLOY_LABEL) + PCI_PRESENT_LABELS
+          DRIVER_VERSION_LABEL, CUDA_RUNTIME_VERSION_LABEL, REPLICAS_LABEL, DCGM_EXPORTER_DEPLOY_LABEL) + PCI_PRESENT_LABELS + (
+          TEAM_LABEL, KUEUE_QUEUE_LABEL, KUEUE_PRIORITY_LABEL)
 ANNOTATIONS = (GPU_COUNT_ANNOTATION, DRAINED_ANNOTATION, DEVICE_PLUGIN_CONFIG_ANNOTATION, MACHINE_ANNOTATION)
 FIELD_MANAGERS = (FIELD_MANAGER, NODE_POOLS_FIELD_MANAGER, DRA_FIELD_MANAGER, SERVING_FIELD_MANAGER,
                   MONITORING_FIELD_MANAGER, TENANCY_FIELD_MANAGER, REPORT_FIELD_MANAGER)

@@ -74,6 +74,9 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.platform import detect_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.spec import parse_settings
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.quotas import plan_quotas, pool_capacity
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import TenancyError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import parse_settings as parse_tenancy
 
 GPU_OPERATOR_PACKAGE = "gpu-operator-certified"
 NFD_PACKAGE = "nfd"
@@ -105,7 +108,7 @@ def check_cluster(variables, stages, observed):
     """
     errors, checked, requirements = {}, {}, []
     for stage, check in (("gpu_operator", _gpu_operator), ("node_pools", _node_pools), ("dra", _dra),
-                         ("serving", _serving), ("monitoring", _monitoring)):
+                         ("tenancy", _tenancy), ("serving", _serving), ("monitoring", _monitoring)):
         if stage in stages:
             problems, done = check(variables, stages, observed, requirements)
             if problems:
@@ -272,3 +275,22 @@ def _monitoring(variables, stages, observed, requirements):
             problems.append("kubegpu_monitoring.openshift.console_plugin: the cluster does not serve "
                             "console.openshift.io/v1 ConsolePlugin; set it to false")
     return problems, done
+
+
+def _tenancy(variables, stages, observed, requirements):
+    """The teams' quotas against what the pools (as the inventory wants them, so a layout change of this run
+    counts) offer on the observed nodes: unknown pools and resources, over-subscription with the teams named."""
+    try:
+        settings = parse_tenancy(variables.get("kubegpu_tenancy"))
+        capacity = pool_capacity(variables.get("kubegpu_node_pools") or [], observed["nodes"])
+        plan = plan_quotas(settings, capacity)
+    except SizingError as e:
+        if "gpu_operator" in stages:
+            # GPU Feature Discovery labels the nodes with their GPUs once the GPU Operator of this run is installed.
+            return [], ["quotas: the pools' GPUs are not known yet (%s); checked by the tenancy stage" % e]
+        return [str(e)], []
+    except (TenancyError, PoolError, DraError) as e:
+        return [str(e)], []
+    return [], ["team %s: %s" % (team, ", ".join("pool %s %s" % (pool, ", ".join(
+        "%s %d" % item for item in sorted(res.items()))) for pool, res in sorted(quotas.items())) or "no quota")
+        for team, quotas in sorted(plan["teams"].items())]

@@ -43,6 +43,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_cata
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     CLAIM_TEMPLATE_LABEL as TEMPLATE_LABEL,
     POOL_LABEL,
+    KUEUE_PRIORITY_LABEL,
+    KUEUE_QUEUE_LABEL,
     SERVING_MODEL_LABEL as MODEL_LABEL,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
@@ -91,17 +93,23 @@ def model_mode(model, platform):
     return platform["mode"] if model.mode == AUTO else model.mode
 
 
-def plan_models(settings, platform, slices, pools, templates):
+def plan_models(settings, platform, slices, pools, templates, queues=None):
     """Return {"objects": [...], "models": {name: report}, "warnings": [...]}; raise ServingError.
 
     slices: slices.Slice of every pool and claim template (serving.slices). pools: {pool name: {"strategy": ...,
     "error": None or why its slices could not be read}} of kubegpu_node_pools. templates: {claim template name:
-    [namespaces]} of kubegpu_dra.
+    [namespaces]} of kubegpu_dra. queues: {namespace: (LocalQueue, priority class or None)} of the teams that use
+    Kueue (tenancy/objects.queue_of): a model in such a namespace is queued there (Kueue's labels).
     """
     reports, isvcs, runtimes_needed, warnings = {}, [], {}, []
     for model in settings.models:
         report, isvc = _plan_model(settings, platform, model, slices, pools, templates)
         reports["%s/%s" % (model.namespace, model.name)] = report
+        queue = (queues or {}).get(model.namespace)
+        if queue:
+            isvc["metadata"]["labels"][KUEUE_QUEUE_LABEL] = queue[0]
+            if queue[1]:
+                isvc["metadata"]["labels"][KUEUE_PRIORITY_LABEL] = queue[1]
         isvcs.append(isvc)
         runtimes_needed.setdefault(model.runtime, set()).add(model.namespace)
         warnings.extend(report.pop("warnings"))

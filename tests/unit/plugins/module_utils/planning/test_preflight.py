@@ -237,3 +237,14 @@ def test_a_pool_whose_gpus_the_nodes_do_not_tell_yet_is_left_to_the_stage_when_t
     assert "serving" not in judged["errors"], judged["errors"]
     assert any("pool cpu's GPUs are not known yet" in line for line in judged["checked"]["serving"])
     assert list(check_cluster(variables, ["serving"], seen)["errors"]) == ["serving"]
+
+
+def test_tenancy_quotas_are_judged_against_the_pools_as_the_inventory_wants_them():
+    # The L40S node (4 GPUs x 4 replicas = 16): a share that fits, then units above it after a pool change.
+    teams = [{"name": "research", "quotas": [{"pool": "embed", "units": 12}]}]
+    variables = {"kubegpu_node_pools": [L40S_POOL], "kubegpu_tenancy": {"teams": teams}}
+    judged = check_cluster(variables, ["tenancy"], observed())
+    assert judged["errors"] == {} and judged["checked"]["tenancy"] == ["team research: pool embed nvidia.com/gpu 12"]
+    fewer = dict(L40S_POOL, sharing={"strategy": "time-slicing", "time_slicing": {"replicas": 2}})
+    judged = check_cluster(dict(variables, kubegpu_node_pools=[fewer]), ["node_pools", "tenancy"], observed())
+    assert "the teams' quotas add up to 12 (research: 12), above the 8 the pool offers" in judged["errors"]["tenancy"][0]

@@ -191,3 +191,25 @@ def test_cluster_offers_keeps_a_pool_without_nodes_for_its_models_to_be_refused(
     assert pools["dra-h200"] == {"strategy": "dra", "error": None}
     assert templates == {"gpu-80g": ["llm"]}
     assert [s.claim_template for s in slices if s.claim_template] == ["gpu-80g"]
+
+
+def test_a_model_of_a_team_that_uses_kueue_is_queued_in_its_local_queue():
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.objects import queue_of
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import (
+        parse_settings as parse_tenancy,
+    )
+    settings = parse_settings(dict(runtimes=RUNTIMES, models=[model("bge", runtime="vllm-embed", pool="embed-l40s"),
+                                                              model("other", runtime="vllm-embed", pool="embed-l40s",
+                                                                    namespace="elsewhere")]))
+    platform = detect_platform(KSERVE_KEDA, settings)
+    slices = pool_slices(POOLS, hardware=HARDWARE) + claim_template_slices(TEMPLATES)
+    pools = dict((p["name"], {"strategy": p["sharing"]["strategy"], "error": None}) for p in POOLS)
+    for kueue, expected in ((True, {"kueue.x-k8s.io/queue-name": "serving", "kueue.x-k8s.io/priority-class": "serving"}),
+                            (False, {})):
+        tenancy = parse_tenancy({"kueue": kueue, "teams": [{"name": "serving", "namespaces": ["llm"],
+                                                            "priority": "serving"}]})
+        queues = dict((ns, queue_of(tenancy, ns)) for ns in ("llm", "elsewhere") if queue_of(tenancy, ns))
+        result = plan_models(settings, platform, slices, pools, {}, queues)
+        labels = isvc(result, "bge")["metadata"]["labels"]
+        assert dict((k, v) for k, v in labels.items() if k.startswith("kueue.x-k8s.io/")) == expected
+        assert not [k for k in isvc(result, "other")["metadata"]["labels"] if k.startswith("kueue.x-k8s.io/")]

@@ -1,0 +1,288 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.platform contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: tenancy_quotas
+short_description: GPU quotas, priorities and fair sharing per team and node pool, with Kueue or ResourceQuotas
+version_added: 0.1.0
+description:
+  - Computes what every node pool offers in its own resource names from the pool plan (MIG layout x GPUs x nodes,
+    time-slicing or MPS replicas, DRA devices) and each team's quota of it (a fraction or units); the teams' quotas
+    plus the unassigned remainder equal each pool's capacity.
+  - Refuses, before any write, unknown pools, resources a pool does not offer and quotas that add up to more than
+    a pool offers (naming the teams), e.g. after a pool's MIG layout change.
+  - Says what Kueue install is needed when C(kueue.x-k8s.io) is not served (a Helm release on Kubernetes, the Red
+    Hat build of Kueue through OLM on OpenShift).
+  - With O(apply=true), writes (server-side apply, field manager C(kubegpu.platform/tenancy), only what differs,
+    every object dry-run first) the teams' Namespaces, PriorityClasses and, with Kueue, WorkloadPriorityClasses,
+    a ResourceFlavor per pool, a ClusterQueue per team in one cohort plus the shared ClusterQueue, and LocalQueues;
+    without Kueue, a ResourceQuota per namespace. Objects of earlier runs no longer wanted are deleted.
+author:
+  - kubegpu.platform contributors (@kubegpu)
+options:
+  settings:
+    description:
+      - C(kubegpu_tenancy) - C(kueue), C(install), C(cohort), C(shared_queue), C(teams) (C(name), C(namespaces),
+        C(quotas) (C(pool), C(share) or C(units)), C(borrow), C(lend), C(priority)), C(priority_classes) (C(name),
+        C(value), C(preemption), C(description)), C(helm) (C(charts_dir), C(binary), C(namespace), C(values)),
+        C(kueue_operator) (C(channel), C(source), C(approval)), C(timeout). See docs/tenancy.md.
+    type: dict
+    default: {}
+  pools:
+    description: The node pools C(kubegpu_node_pools) the quotas share.
+    type: list
+    elements: dict
+    default: []
+  platform:
+    description: V(auto) detects OpenShift or Kubernetes.
+    type: str
+    choices: [auto, openshift, kubernetes]
+    default: auto
+  apply:
+    description: Write the objects (with Kueue, once its API is served; waits for it up to O(timeout)).
+    type: bool
+    default: false
+  timeout:
+    description: Seconds to wait for the Kueue API to be served.
+    type: int
+    default: 900
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.wait
+attributes:
+  check_mode:
+    support: full
+    description: Plans and sends every write as a server-side dry run; objects in namespaces the run would create,
+      and Kueue objects while Kueue is still to be installed, are only computed.
+  diff_mode:
+    support: full
+    description: Shows each object's fields before and after.
+requirements:
+  - kubernetes >= 24.2.0
+  - kubernetes.core collection
+"""
+
+EXAMPLES = r"""
+- name: Plan the quotas and what Kueue install is needed
+  kubegpu.platform.tenancy_quotas:
+    settings: "{{ kubegpu_tenancy }}"
+    pools: "{{ kubegpu_node_pools }}"
+  register: tenancy
+
+- name: Write the queues and quotas
+  kubegpu.platform.tenancy_quotas:
+    settings: "{{ kubegpu_tenancy }}"
+    pools: "{{ kubegpu_node_pools }}"
+    apply: true
+"""
+
+RETURN = r"""
+platform:
+  description: openshift or kubernetes.
+  returned: always
+  type: str
+kueue_served:
+  description: Whether C(kueue.x-k8s.io) is served.
+  returned: always
+  type: bool
+capacity:
+  description: Per pool its C(strategy), C(nodes) and C(resources) (resource name -> units).
+  returned: always
+  type: dict
+quotas:
+  description: Per team, per pool, resource name -> quota; C(unassigned) the remainder per pool.
+  returned: always
+  type: dict
+charts:
+  description: The Helm releases to install for Kueue (C(name), C(namespace), C(chart), C(chart_ref), C(version), C(values)).
+  returned: always
+  type: list
+  elements: dict
+operators:
+  description: The olm_operator arguments for the Red Hat build of Kueue.
+  returned: always
+  type: list
+  elements: dict
+objects:
+  description: The objects wanted, in apply order.
+  returned: always
+  type: list
+  elements: dict
+usage:
+  description: Per team (and the shared queue) and pool and resource, C(quota), C(used), C(borrowed).
+  returned: always
+  type: list
+  elements: dict
+report:
+  description: The usage as lines.
+  returned: always
+  type: list
+  elements: str
+changes:
+  description: Each object written or deleted (or that would be), with its C(key) and the fields that differ.
+  returned: always
+  type: list
+  elements: dict
+ready:
+  description: V(false) only when O(wait_round) ran out while waiting for the Kueue API; the task's C(until) calls again.
+  returned: always
+  type: bool
+progress:
+  description: The wait's progress (C(summary), C(pending), C(waited_s)).
+  returned: when waiting for the Kueue API
+  type: dict
+"""
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
+    apply_object,
+    change_report,
+    delete_object,
+    dry_run_apply,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import detect_platform
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, api_served
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    KUEUE_GROUP,
+    MANAGED_BY_LABEL,
+    PART_OF_LABEL,
+    TENANCY_FIELD_MANAGER,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.install import install_plan
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.objects import (
+    KINDS,
+    LABELS,
+    PART_OF,
+    desired_objects,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.quotas import (
+    plan_quotas,
+    pool_capacity,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.report import (
+    report_lines,
+    usage_rows,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import (
+    TenancyError,
+    parse_settings,
+)
+
+SELECTOR = "%s=%s,%s=%s" % (MANAGED_BY_LABEL, LABELS[MANAGED_BY_LABEL], PART_OF_LABEL, PART_OF)
+ERRORS = (TenancyError, PoolError, SizingError, DraError)
+
+
+def key(obj):
+    meta = obj["metadata"]
+    return obj["kind"], meta.get("namespace"), meta["name"]
+
+
+def observe(cluster, kueue_served):
+    """Our objects of earlier runs (one list per kind) and the namespaces that exist."""
+    ours = {}
+    for api_version, kind in KINDS:
+        if api_version.startswith(KUEUE_GROUP) and not kueue_served:
+            continue
+        for obj in cluster.list(api_version, kind, label_selector=SELECTOR):
+            obj.setdefault("apiVersion", api_version)
+            obj.setdefault("kind", kind)
+            ours[key(obj)] = obj
+    namespaces = dict((n["metadata"]["name"], n) for n in cluster.list("v1", "Namespace"))
+    return ours, namespaces
+
+
+def run(module):
+    cluster, check, params = module.cluster, module.check_mode, module.params
+    try:
+        settings = parse_settings(params["settings"])
+        capacity = pool_capacity(params["pools"], cluster.list("v1", "Node"))
+        plan = plan_quotas(settings, capacity)
+    except ERRORS as e:
+        module.fail_json(msg=str(e), changed=False)
+    platform = detect_platform(cluster, params["platform"])
+    served = bool(cluster.served_versions(KUEUE_GROUP))
+    install = install_plan(settings, platform, served)
+    objects = desired_objects(settings, plan)
+    result = {"platform": platform, "kueue_served": served, "capacity": capacity,
+              "quotas": dict(plan["teams"], unassigned=plan["unassigned"]), "charts": install["charts"],
+              "operators": install["operators"], "objects": objects, "ready": True}
+    changes = []
+    if params["apply"]:
+        # The Red Hat build of Kueue serves kueue.x-k8s.io only once its operand (the Kueue CR) exists.
+        if install["operands"]:
+            changes += [apply_object(cluster, obj, check, field_manager=TENANCY_FIELD_MANAGER)
+                        for obj in install["operands"]]
+        if settings.kueue and not served and not check:
+            outcome = module.wait_for(Target.custom(KUEUE_GROUP, read=lambda c: c.served_versions(KUEUE_GROUP)),
+                                      api_served(KUEUE_GROUP), result)
+            if not outcome.ready:
+                return result
+            served = True
+        changes += write(cluster, objects, served, check)
+    ours, dummy = observe(cluster, served)
+    queues = [o for k, o in ours.items() if k[0] == "ClusterQueue"]
+    quotas = [o for k, o in ours.items() if k[0] == "ResourceQuota"]
+    result["usage"] = usage_rows(settings, plan, queues, quotas)
+    result["report"] = report_lines(result["usage"])
+    result.update(change_report(changes))
+    if not module._diff:
+        result.pop("diff", None)
+    return result
+
+
+def write(cluster, objects, served, check):
+    """Validate every write (dry run) before the first, then apply and prune; returns the Changes."""
+    ours, namespaces = observe(cluster, served)
+    writes = []
+    for obj in objects:
+        current = ours.get(key(obj)) if obj["kind"] != "Namespace" else namespaces.get(obj["metadata"]["name"])
+        change = apply_object(cluster, obj, True, current=current, current_known=True,
+                              field_manager=TENANCY_FIELD_MANAGER, validate=False)
+        if change.changed:
+            writes.append((obj, change))
+    for obj, dummy in writes:
+        namespace = obj["metadata"].get("namespace")
+        kueue = obj["apiVersion"].startswith(KUEUE_GROUP)
+        # An object in a namespace still to be created, or a Kueue object while Kueue is still to be installed
+        # (check mode), cannot be dry-run: the server only says the namespace or the kind is missing.
+        if (namespace and namespace not in namespaces) or (kueue and not served):
+            continue
+        dry_run_apply(cluster, obj, TENANCY_FIELD_MANAGER)
+    changes = [change for dummy, change in writes]
+    if not check:
+        for obj, dummy in writes:
+            apply_object(cluster, obj, False, current=None, current_known=True, field_manager=TENANCY_FIELD_MANAGER,
+                         validate=False)
+    wanted = set(key(obj) for obj in objects)
+    for dummy, kind in KINDS:
+        for obj_key, obj in sorted(ours.items(), key=lambda item: str(item[0])):
+            if obj_key[0] == kind and obj_key not in wanted:
+                changes.append(delete_object(cluster, obj, check))
+    return changes
+
+
+def main():
+    module = KubegpuModule(
+        argument_spec={
+            "settings": {"type": "dict", "default": {}},
+            "pools": {"type": "list", "elements": "dict", "default": []},
+            "platform": {"type": "str", "choices": ["auto", "openshift", "kubernetes"], "default": "auto"},
+            "apply": {"type": "bool", "default": False},
+            "timeout": {"type": "int", "default": 900},
+        },
+        supports_check_mode=True,
+        waits=True,
+    )
+    module.run(run)
+
+
+if __name__ == "__main__":
+    main()

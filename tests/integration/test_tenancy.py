@@ -1,0 +1,240 @@
+"""The tenancy stage (playbook tenancy, module tenancy_quotas) against a local cluster of its own.
+
+Fleet tools/devcluster/fleets/tenancy-kubernetes.yaml starts without Kueue's CRDs: the stage installs Kueue's real
+chart with the Go-built helm, then writes ResourceFlavors, ClusterQueues, LocalQueues and priority classes that the
+real API server validates against the chart's CRDs (Kueue's controller and webhooks do not run here). Then the
+quotas follow a MIG layout change, bad inputs are refused with zero writes, and in ResourceQuota mode the API
+server's quota admission refuses a pod over its team's GPU quota. Writes are counted in the audit log.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes.dynamic.exceptions import ForbiddenError
+
+from conftest import REPO, task_result
+from kubegpu_devcluster import paths, testing
+
+PLAYBOOK = "playbooks/tenancy.yml"
+CHARTS = paths.charts_dir()
+KUEUE = "kueue.x-k8s.io/v1beta2"
+MIXED = {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}
+pytestmark = pytest.mark.skipif(not (CHARTS / "kueue").is_dir(), reason=f"the Kueue chart is not at {CHARTS}")
+
+
+def pools(layout):
+    return [
+        {"name": "llm-h100", "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+         "sharing": {"strategy": "mig", "mig": {"layout": layout}}},
+        {"name": "embed-l40s", "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-L40S"}},
+         "sharing": {"strategy": "time-slicing", "time_slicing": {"replicas": 4}}},
+        {"name": "dra-h200", "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-H200"}},
+         "sharing": {"strategy": "dra"}},
+    ]
+
+
+TEAMS = [
+    {"name": "research", "namespaces": ["research", "research-dev"], "priority": "interactive",
+     "quotas": [{"pool": "llm-h100", "share": 0.5}, {"pool": "embed-l40s", "units": 8}]},
+    {"name": "batch", "priority": "batch", "lend": False,
+     "quotas": [{"pool": "llm-h100", "share": 0.25}, {"pool": "dra-h200", "units": 4}]},
+]
+
+
+@pytest.fixture(scope="module")
+def helm_bin():
+    out = subprocess.run([str(REPO / "tools" / "devcluster" / "build.sh")], check=True, capture_output=True,
+                         text=True).stdout.strip().splitlines()[-1]
+    return Path(out) / "helm"
+
+
+@pytest.fixture(scope="module")
+def cluster(devcluster_session):
+    """A cluster of this file's own, on the tenancy fleet (no Kueue CRDs until the chart brings them)."""
+    saved = os.environ.get("DEVCLUSTER_DIR")
+    own = testing.session(REPO / ".cache" / "tenancy-cluster", type(devcluster_session))
+    try:
+        dc = next(own, None)
+        assert dc is not None, "the local cluster did not start"
+        dc.fleet("tenancy-kubernetes", fresh=True)
+        yield dc
+    finally:
+        own.close()
+        if saved is None:
+            os.environ.pop("DEVCLUSTER_DIR", None)
+        else:
+            os.environ["DEVCLUSTER_DIR"] = saved
+
+
+def run(dc, helm_bin, *args, layout=None, teams=None, **settings):
+    variables = {"kubegpu_platform": "kubernetes", "kubegpu_node_pools": pools(layout or "all-1g.10gb"),
+                 "kubegpu_tenancy": dict({"teams": TEAMS if teams is None else teams,
+                                          "helm": {"charts_dir": str(CHARTS), "binary": str(helm_bin)}}, **settings)}
+    t0 = time.monotonic()
+    proc = dc.playbook(PLAYBOOK, "-i", "localhost,", "-c", "local", "-e",
+                       "ansible_python_interpreter={{ ansible_playbook_python }}", "-e", json.dumps(variables), *args,
+                       env={"ANSIBLE_STDOUT_CALLBACK": "json"})
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return out, out["stats"]["localhost"], time.monotonic() - t0
+
+
+def module(dc, helm_bin, layout=None, teams=None, apply=False, **settings):
+    """The tenancy_quotas module once (plan only unless apply)."""
+    return dc.module("tenancy_quotas", {
+        "pools": pools(layout or "all-1g.10gb"), "platform": "kubernetes", "apply": apply,
+        "settings": dict({"teams": TEAMS if teams is None else teams,
+                          "helm": {"charts_dir": str(CHARTS), "binary": str(helm_bin)}}, **settings)})
+
+
+def failure(out):
+    for play in out["plays"]:
+        for t in play["tasks"]:
+            result = t["hosts"].get("localhost", {})
+            if result.get("failed") and not result.get("skipped"):
+                return result
+    return None
+
+
+def changed(out):
+    """What each changed task says changed (for failure messages)."""
+    return [(t["task"]["name"], t["hosts"]["localhost"].get("changes") or t["hosts"]["localhost"].get("diff"))
+            for p in out["plays"] for t in p["tasks"] if t["hosts"].get("localhost", {}).get("changed")]
+
+
+def listed(dc, kind, api_version=KUEUE, namespace=None):
+    items = dc.admin.resources.get(api_version=api_version, kind=kind).get(namespace=namespace).items
+    return {(i.metadata.namespace, i.metadata.name) if namespace is None and i.metadata.namespace else i.metadata.name:
+            i.to_dict() for i in items}
+
+
+def nominal(queues):
+    """{(flavor, resource): sum of nominal quotas over the ClusterQueues}."""
+    out = {}
+    for queue in queues.values():
+        for group in queue["spec"]["resourceGroups"]:
+            for flavor in group["flavors"]:
+                for resource in flavor["resources"]:
+                    key = (flavor["name"], resource["name"])
+                    out[key] = out.get(key, 0) + int(resource["nominalQuota"])
+    return out
+
+
+def capacity(out):
+    plan = task_result(out, "Plan the teams' quotas")
+    return dict(((pool, name), units) for pool, entry in plan["capacity"].items()
+                for name, units in entry["resources"].items())
+
+
+REFUSALS = [
+    ("unknown pool", [dict(TEAMS[0], quotas=[{"pool": "llm-h10", "share": 0.5}])],
+     "no such pool (did you mean 'llm-h100'?)"),
+    ("unknown resource", [dict(TEAMS[0], quotas=[{"pool": "llm-h100", "units": {"nvidia.com/mig-7g.80gb": 1}}])],
+     "units name resource 'nvidia.com/mig-7g.80gb', which the pool does not offer"),
+]
+
+
+def test_tenancy(cluster, helm_bin):
+    dc = cluster
+    started = time.monotonic()
+
+    # Bad inputs: refused before anything is written (Kueue not installed either). The playbook's preflight play
+    # refuses an over-subscribed pool; the module refuses an unknown pool and an unknown resource.
+    mark = dc.audit.mark()
+    out, stats, dummy = run(dc, helm_bin, teams=[dict(TEAMS[0], quotas=[{"pool": "embed-l40s", "units": 33}])])
+    assert "pool 'embed-l40s' nvidia.com/gpu: the teams' quotas add up to 33 (research: 33), above the 32 the pool " \
+           "offers (2 nodes)" in failure(out)["msg"]
+    for what, teams, message in REFUSALS:
+        result = module(dc, helm_bin, teams=teams, apply=True)
+        assert result.get("failed") and message in result["msg"], (what, result.get("msg"))
+    assert dc.audit.writes(mark) == []
+
+    # Check mode on a cluster without Kueue: the plan, and zero writes.
+    mark = dc.audit.mark()
+    out, stats, seconds = run(dc, helm_bin, "--check", "--diff")
+    assert not failure(out), failure(out)
+    assert task_result(out, "Plan the teams' quotas")["charts"][0]["chart"] == "kueue"
+    assert dc.audit.writes(mark) == []
+    print(f"\ncheck mode before Kueue: {seconds:.1f} s, 0 writes")
+
+    # Converge: Kueue's chart installed, every object accepted by its CRDs.
+    mark = dc.audit.mark()
+    out, stats, seconds = run(dc, helm_bin)
+    assert not failure(out), failure(out)
+    print(f"converged in {seconds:.1f} s with {len(dc.audit.writes(mark))} writes")
+    crd = dc.admin.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    assert crd.get(name="clusterqueues.kueue.x-k8s.io").metadata.labels["app.kubernetes.io/managed-by"] == "Helm"
+    queues = listed(dc, "ClusterQueue")
+    assert sorted(queues) == ["batch", "research", "unassigned"]
+    assert sorted(listed(dc, "ResourceFlavor")) == ["dra-h200", "embed-l40s", "llm-h100"]
+    assert sorted(listed(dc, "LocalQueue")) == [("batch", "batch"), ("research", "research"),
+                                                ("research-dev", "research")]
+    assert sorted(listed(dc, "WorkloadPriorityClass")) == ["batch", "interactive", "serving"]
+    assert listed(dc, "PriorityClass", "scheduling.k8s.io/v1")["batch"]["preemptionPolicy"] == "Never"
+    # Quotas equal the pools' capacity in their own names: all-1g.10gb runs MIG single, nvidia.com/gpu (2 x 8 x 7).
+    cap = capacity(out)
+    assert cap[("llm-h100", "nvidia.com/gpu")] == 112 and cap[("dra-h200", "gpu.nvidia.com")] == 8
+    assert nominal(queues) == dict((k, v) for k, v in cap.items())
+    research = {(f["name"], r["name"]): r for g in queues["research"]["spec"]["resourceGroups"]
+                for f in g["flavors"] for r in f["resources"]}
+    assert int(research[("llm-h100", "nvidia.com/gpu")]["nominalQuota"]) == 56
+    assert all(r.get("lendingLimit") == 0 for g in queues["batch"]["spec"]["resourceGroups"]
+               for f in g["flavors"] for r in f["resources"])
+
+    # Second run and check mode: nothing changes, nothing written.
+    mark = dc.audit.mark()
+    again, stats, seconds = run(dc, helm_bin)
+    assert not failure(again), failure(again)
+    assert stats["changed"] == 0, changed(again)
+    assert dc.audit.writes(mark) == []
+    print(f"second run: {seconds:.1f} s, 0 writes")
+
+    # A MIG layout change: the quotas follow in the pool's new resource names and counts.
+    out, stats, dummy = run(dc, helm_bin, layout=MIXED)
+    assert not failure(out), failure(out)
+    queues = listed(dc, "ClusterQueue")
+    cap = capacity(out)
+    assert cap[("llm-h100", "nvidia.com/mig-1g.10gb")] == 32 and ("llm-h100", "nvidia.com/gpu") not in cap
+    assert nominal(queues) == cap
+    # ... and a layout that leaves a team's units above what the pool offers is refused, naming the team.
+    teams = [dict(TEAMS[0], quotas=[{"pool": "llm-h100", "units": {"nvidia.com/mig-1g.10gb": 32}}])]
+    assert not module(dc, helm_bin, layout=MIXED, teams=teams).get("failed")
+    mark = dc.audit.mark()
+    result = module(dc, helm_bin, layout={"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 1}, teams=teams, apply=True)
+    assert ("pool 'llm-h100' nvidia.com/mig-1g.10gb: the teams' quotas add up to 32 (research: 32), above the 16"
+            in result["msg"])
+    assert dc.audit.writes(mark) == []
+
+    # Without Kueue: its objects pruned, a ResourceQuota per namespace, enforced by the API server's admission.
+    out, stats, dummy = run(dc, helm_bin, layout=MIXED, kueue=False)
+    assert not failure(out), failure(out)
+    assert listed(dc, "ClusterQueue") == {} and listed(dc, "LocalQueue") == {}
+    quotas = listed(dc, "ResourceQuota", "v1")
+    hard = quotas[("research", "kubegpu-gpu-quota")]["spec"]["hard"]
+    assert hard["requests.nvidia.com/gpu"] == "4" and hard["requests.nvidia.com/mig-1g.10gb"] == "8"
+    mark = dc.audit.mark()
+    again, stats, dummy = run(dc, helm_bin, layout=MIXED, kueue=False)
+    assert stats["changed"] == 0 and dc.audit.writes(mark) == [], changed(again)
+    pods = dc.admin.resources.get(api_version="v1", kind="Pod")
+
+    def pod(name, gpus):
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "research"},
+                "spec": {"containers": [{"name": "c", "image": "busybox",
+                                         "resources": {"limits": {"nvidia.com/mig-1g.10gb": str(gpus)}}}]}}
+    pods.create(body=pod("fits", 8), namespace="research")
+    with pytest.raises(ForbiddenError) as refused:
+        pods.create(body=pod("over", 1), namespace="research")
+    assert "exceeded quota" in str(refused.value)
+    # The report's usage comes from the quota's status (the API server's quota admission counted the pod).
+    usage = module(dc, helm_bin, layout=MIXED, kueue=False)["usage"]
+    assert {"team": "research", "pool": "llm-h100", "resource": "nvidia.com/mig-1g.10gb", "quota": 16, "used": 8,
+            "borrowed": 0} in usage
+    pods.delete(name="fits", namespace="research", grace_period_seconds=0)
+    print(f"test_tenancy: {time.monotonic() - started:.1f} s")
