@@ -137,6 +137,8 @@ NAME_PREFIX = "kubegpu-"
 GPU_OPERATOR_NAMESPACE_OPENSHIFT = "nvidia-gpu-operator"  # the certified operator's documented namespace
 GPU_OPERATOR_NAMESPACE_KUBERNETES = "gpu-operator"        # the Helm chart's documented namespace
 NFD_NAMESPACE_OPENSHIFT = "openshift-nfd"
+# The image pull Secret of kubegpu_gpu_operator.registry_credentials, in the operator's namespace.
+REGISTRY_CREDENTIALS_SECRET = "kubegpu-registry-credentials"
 
 # --- The names the single-source test checks (test_names.py) ------------------------------------------------------
 LABELS = (POOL_LABEL, CLAIM_TEMPLATE_LABEL, SERVING_MODEL_LABEL, SERVING_RUNTIME_LABEL, MANAGED_BY_LABEL, PART_OF_LABEL,
