@@ -229,3 +229,18 @@ def forbidden_message(message):
                  "(plugins/module_utils/planning/access.py)")
     return "forbidden: {verb} {resource} (API group {group}) {where} for {user}: {grant}".format(
         verb=f["verb"], resource=f["resource"], group=group, where=where, user=f["user"], grant=grant)
+
+
+def markdown():
+    """The rules of every stage as Markdown tables (docs/awx.md holds this text between its rules markers)."""
+    lines = []
+    for stage in stages_known():
+        lines += ["### %s" % stage, "", "| API group | resources | verbs | why |", "|---|---|---|---|"]
+        for r in STAGE_RULES[stage]:
+            resources = ", ".join(r["resources"])
+            if r.get("resourceNames"):
+                resources += " (only %s)" % ", ".join(r["resourceNames"])
+            lines.append("| %s | %s | %s | %s |" % (", ".join(g or "core" for g in r["apiGroups"]), resources,
+                                                    ", ".join(r["verbs"]), r["why"]))
+        lines.append("")
+    return "\n".join(lines)
