@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, task_result
+from conftest import REPO, Devcluster, task_result
 
 sys.path.insert(0, str(Path(__file__).parent / "automation"))
 import awx_run  # noqa: E402  pylint: disable=wrong-import-position
@@ -36,11 +36,12 @@ NGC_API_KEY = "nvapi-kubegpu-test-5d8e2b71c4a94f06"
 
 
 @pytest.fixture(scope="module")
-def access_cluster(devcluster_session):
-    """A cluster of this file's own, its audit log keeping the ServiceAccount's request bodies."""
+def access_cluster():
+    """A cluster of this file's own, its audit log keeping the ServiceAccount's request bodies (the session's cluster
+    is not started for this file)."""
     saved = {k: os.environ.get(k) for k in ("DEVCLUSTER_DIR", "DEVCLUSTER_AUDIT_REQUEST_USERS")}
     os.environ["DEVCLUSTER_AUDIT_REQUEST_USERS"] = USER
-    own = testing.session(REPO / ".cache" / "access-cluster", type(devcluster_session))
+    own = testing.session(REPO / ".cache" / "access-cluster", Devcluster)
     try:
         cluster = next(own, None)
         assert cluster is not None, "the local cluster did not start"
