@@ -138,10 +138,13 @@ def _artifacts(root: Path):
     return sorted(p for p in (root / "artifacts").rglob("*") if p.is_file())
 
 
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
 def _forms(value: str):
     """A secret as it could appear: itself, base64 (a Secret's data, a docker config's auth) and in user:password."""
-    b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
-    return {value, b64(value), b64(f"mirror:{value}"), b64(f"$oauthtoken:{value}")}
+    return {value, _b64(value), _b64(f"mirror:{value}"), _b64(f"$oauthtoken:{value}")}
 
 
 def test_secrets_appear_in_no_output_artifact_or_request(converged):
