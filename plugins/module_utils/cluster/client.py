@@ -14,8 +14,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access import forbidden_message
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.retry import (
     ClusterError,
     Retrier,
@@ -121,8 +123,27 @@ def _api_exception(fault):
     return exc
 
 
+def _status_message(exc):
+    """The message of the API server's Status in an error's body ("" when there is none)."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    try:
+        return (json.loads(body) or {}).get("message", "") if body else ""
+    except (ValueError, AttributeError):
+        return ""
+
+
 def describe_api_error(action, exc):
+    """One message for every failed request: what was asked, the HTTP status, the server's words, what to do.
+
+    A 403 names the verb, resource and namespace RBAC refused and the automation_access rule that grants it
+    (planning/access.py), the same for every module."""
     status = getattr(exc, "status", None)
+    if status == 403:
+        denied = forbidden_message(_status_message(exc) or str(exc))
+        if denied:
+            return "{0} failed: {1}.".format(action, denied)
     reason = getattr(exc, "summary", None)
     text = reason() if callable(reason) else str(exc)
     hint = ""

@@ -103,6 +103,12 @@ INVENTORY = {
         "channel": {"type": "str", "default": ""},
         "approval": {"type": "str", "choices": APPROVALS, "default": "Manual"},
         "catalog_source": {"type": "str", "default": ""},
+        # Private registries and NGC (username $oauthtoken, password the NGC API key): one pull Secret for the driver.
+        "registry_credentials": {"type": "list", "elements": "dict", "default": [], "options": {
+            "registry": {"type": "str", "required": True},
+            "username": {"type": "str", "required": True},
+            "password": {"type": "str", "required": True, "no_log": True},
+        }},
         "helm": {"type": "dict", "options": dict(_HELM_COMMON, **{
             "chart": {"type": "str", "default": "nvidia/gpu-operator"},
             "repo_url": {"type": "str", "default": "https://helm.ngc.nvidia.com/nvidia"},

@@ -169,6 +169,8 @@ REPORT_CONFIGMAP = NAME_PREFIX + "capacity-report"
 GPU_OPERATOR_NAMESPACE_OPENSHIFT = "nvidia-gpu-operator"  # the certified operator's documented namespace
 GPU_OPERATOR_NAMESPACE_KUBERNETES = "gpu-operator"        # the Helm chart's documented namespace
 NFD_NAMESPACE_OPENSHIFT = "openshift-nfd"
+# The image pull Secret of kubegpu_gpu_operator.registry_credentials, in the operator's namespace.
+REGISTRY_CREDENTIALS_SECRET = "kubegpu-registry-credentials"
 
 # --- Tenancy (Kueue's labels and ours) ----------------------------------------------------------------------------
 # On our tenancy objects (ClusterQueues, LocalQueues, ResourceQuotas...): the team they were written for.

@@ -65,6 +65,18 @@ AUDIT_POLICY = {
 }
 
 
+def audit_policy(request_bodies_of=()) -> dict:
+    """AUDIT_POLICY, and for the users in `request_bodies_of` (DEVCLUSTER_AUDIT_REQUEST_USERS, comma-separated) the
+    body of every request too (level Request), so a test can search what they sent. Secrets stay at Metadata, as
+    Kubernetes' own example policy keeps them: the body of a Secret is where a secret belongs."""
+    users = [u for u in request_bodies_of if u]
+    if not users:
+        return AUDIT_POLICY
+    bodies = [{"level": "Metadata", "users": users, "resources": [{"group": "", "resources": ["secrets"]}]},
+              {"level": "Request", "users": users}]
+    return dict(AUDIT_POLICY, rules=bodies + AUDIT_POLICY["rules"])
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -166,7 +178,8 @@ def up(state: Path, timeout: float = 90, seed: Path | None = None) -> dict:
         ca.issue(f"sim-{sim}", simulator_user(sim), (SIMULATOR_GROUP,))
     control_plane.issue_certificates(ca)
     sa_key = certs.service_account_keys(pki)
-    (state / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
+    (state / "audit-policy.yaml").write_text(yaml.safe_dump(
+        audit_policy(os.environ.get("DEVCLUSTER_AUDIT_REQUEST_USERS", "").split(","))))
 
     seeded = []
     if seed is not None and not (state / "etcd-data").exists():
