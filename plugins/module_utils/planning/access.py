@@ -49,6 +49,9 @@ _PREFLIGHT = [
     rule(["datasciencecluster.opendatahub.io"], ["datascienceclusters"], READ, "OpenShift AI's components"),
     rule(["dscinitialization.opendatahub.io"], ["dscinitializations"], READ, "OpenShift AI's service mesh mode"),
     rule(["apps"], ["deployments", "daemonsets"], READ, "operators' and operands' readiness"),
+    rule(["monitoring.coreos.com"], ["prometheusrules", "servicemonitors"], READ,
+         "whether the Prometheus Operator's APIs are served (monitoring stage)"),
+    rule(["console.openshift.io"], ["consoleplugins"], READ, "whether the console plugin API is served (OpenShift)"),
 ]
 
 _OLM = [
@@ -128,7 +131,34 @@ STAGE_RULES = {
         rule(["serving.kserve.io"], ["inferenceservices", "servingruntimes"], PRUNE, "the models and their runtimes"),
         rule([""], ["secrets"], HELM, "Helm release records of KServe, KEDA, cert-manager (Kubernetes)"),
     ],
+    "tenancy": _OLM + [
+        rule([""], ["namespaces"], WRITE, "the teams' namespaces"),
+        rule(["kueue.x-k8s.io"],
+             ["resourceflavors", "clusterqueues", "localqueues", "workloadpriorityclasses", "cohorts"], PRUNE,
+             "a ResourceFlavor per pool, ClusterQueues per team, LocalQueues, priorities"),
+        rule(["scheduling.k8s.io"], ["priorityclasses"], PRUNE, "the teams' PriorityClasses"),
+        rule([""], ["resourcequotas"], PRUNE, "plain ResourceQuotas per namespace (without Kueue)"),
+        rule(["kueue.openshift.io"], ["kueues"], WRITE, "the Red Hat build of Kueue's operand (OpenShift)"),
+        # Kubernetes: the Kueue chart's objects are not derived yet (as for the gpu-operator chart): docs/awx.md.
+        rule([""], ["secrets"], HELM, "Helm release records of the Kueue chart (Kubernetes)"),
+    ],
+    "monitoring": [
+        rule(["nvidia.com"], ["clusterpolicies"], WRITE, "the DCGM exporter's ServiceMonitor settings"),
+        rule(["monitoring.coreos.com"], ["prometheusrules"], PRUNE, "the GPU alert rules"),
+        rule([""], ["configmaps"], PRUNE,
+             "the GPU dashboard, and user-workload monitoring in cluster-monitoring-config (OpenShift, when asked)"),
+        rule([""], ["namespaces"], ("get", "list", "patch"),
+             "the cluster-monitoring label on the GPU Operator's namespace (OpenShift)"),
+        rule(["console.openshift.io"], ["consoleplugins"], PRUNE, "NVIDIA's GPU console plugin (OpenShift)"),
+    ],
+    "doctor": [
+        rule([""], ["pods"], READ, "GPU pods: OOMKilled, Pending for GPUs, CUDA they require"),
+        rule(["monitoring.coreos.com"], ["servicemonitors"], READ, "whether the DCGM exporter is scraped"),
+        rule(["apps"], ["daemonsets"], READ, "the DCGM exporter and device plugin DaemonSets"),
+    ],
     "report": [
+        rule([""], ["configmaps"], ("get", "list", "create", "patch"),
+             "the previous report, when kept in a ConfigMap (report_previous_store: configmap, for AWX)"),
         rule([""], ["pods"], READ, "GPU pods per pool"),
         rule(["keda.sh"], ["scaledobjects"], READ, "which served models scale to zero"),
         rule(["serving.knative.dev"], ["services"], READ, "Knative-mode models' revisions"),

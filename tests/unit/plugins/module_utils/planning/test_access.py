@@ -106,7 +106,7 @@ def test_every_rule_says_why_and_uses_real_verbs():
 def test_rules_for_always_includes_preflight_and_refuses_unknown_stages():
     stages = {r["why"].split(":")[0] for r in access.rules_for(["report"])}
     assert stages == {"preflight", "report"}
-    with pytest.raises(ValueError, match="unknown stage.*reprot.*known: dra"):
+    with pytest.raises(ValueError, match="unknown stage.*reprot.*known: doctor, dra"):
         access.rules_for(["reprot"])
     assert all("why" not in r for r in access.cluster_role_rules(access.stages_known()))
 
