@@ -159,7 +159,7 @@ def test_inventory_spec_and_role_argument_specs_agree_on_types_choices_and_defau
 
 
 def test_every_variable_has_a_spec():
-    assert sorted(INVENTORY) == ["kubegpu_dra", "kubegpu_gpu_operator", "kubegpu_node_pools", "kubegpu_platform",
+    assert sorted(INVENTORY) == ["kubegpu_api", "kubegpu_dra", "kubegpu_gpu_operator", "kubegpu_node_pools", "kubegpu_platform",
                                  "kubegpu_serving"]
 
 
