@@ -184,7 +184,8 @@ def failure(proc) -> str:
             for task in play["tasks"]:
                 result = task["hosts"].get("localhost", {})
                 if result.get("failed"):
-                    return f"{task['task']['name']}: {str(result.get('msg'))[:300]}"
+                    # The end of the message says why (its start lists the batch's nodes).
+                    return f"{task['task']['name'][:80]}: ...{str(result.get('msg'))[-400:]}"
     except (ValueError, KeyError):
         pass
     return (proc.stdout[-300:] + proc.stderr[-300:]).replace("\n", " ")
