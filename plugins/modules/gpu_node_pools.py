@@ -449,6 +449,7 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
     waiting = params["wait"] and not check
     cordoned = [n for n in batch if node_changes[n]["uncordon"]]
     failure = None
+
     def mig_step(node):
         change = node_changes[node]
         if node in busy and not check:

@@ -220,7 +220,10 @@ def side_by_side(bench: Bench, fleet_file: Path, sample: int | None) -> None:
     sizes = bench.pool_sizes()
     node_pools = "playbooks/node_pools.yml"
     print(f"the node_pools playbook, {nodes} nodes, simulated hardware fast ({FAST}):", flush=True)
-    row = lambda scenario: bench.rows.setdefault((fleet, scenario), {})  # noqa: E731
+
+    def row(scenario):
+        return bench.rows.setdefault((fleet, scenario), {})
+
     bench.playbook("collection: plan (--check)", node_pools, {"kubegpu_node_pools": pools()}, "--check")
     row("first converge")["collection"] = bench.playbook("collection: first converge", node_pools,
                                                          {"kubegpu_node_pools": pools(), "node_pools_timeout": 900})
