@@ -237,7 +237,7 @@ def side_by_side(bench: Bench, fleet_file: Path, sample: int | None) -> None:
         return
     baseline = [{"selector": f"nvidia.com/gpu.product={PRODUCTS[p]}", "labels": labels[p]} for p in PRODUCTS
                 if p in labels]
-    print(f"the loop (tests/bench/loop_baseline.yml) on a fresh copy of the fleet"
+    print("the loop (tests/bench/loop_baseline.yml) on a fresh copy of the fleet"
           + (f", {sample} nodes per pool, scaled linearly to the pool:" if sample else ", every node:"), flush=True)
     bench.fresh_fleet(fleet_file)
     row("first converge")["loop"] = loop_run(bench, fleet, "first converge", baseline, sizes, sample)
