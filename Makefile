@@ -99,7 +99,7 @@ molecule: collection binaries
 	cd extensions && PATH=$(CURDIR)/$(BIN):$$PATH $(CURDIR)/$(BIN)/molecule test --all
 
 bench: collection binaries
-	$(BIN)/python tests/bench/bench_noop_requests.py
+	$(BIN)/python tests/bench/bench.py
 
 test: unit sanity lint build docs integration molecule
 

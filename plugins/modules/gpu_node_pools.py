@@ -174,6 +174,14 @@ options:
       the new ConfigMaps.
     type: int
     default: 900
+  parallel_writes:
+    description:
+      - Writes sent at once - the label patches (and drains, uncordons) of the nodes of one batch, the ConfigMaps, the
+        MachineSet templates. Each keeps its retries; what must come in order (ConfigMaps, then the device plugin
+        restart, then the ClusterPolicy; a batch's MIG step before its device plugin step) stays in order.
+      - V(1) sends one at a time. More than the API server's fairness settings admit only queues (HTTP 429, retried).
+    type: int
+    default: 10
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
@@ -262,6 +270,11 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.drain import drain_node, uncordon_node
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.parallel import (
+    DEFAULT_PARALLEL_WRITES,
+    done,
+    run_bounded,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import FAILED as WAIT_FAILED
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import (
     READY,
@@ -325,10 +338,11 @@ def reconcile_configuration(module, seen, objects):
     ClusterPolicy (pointers and the record of what the device plugin read), MachineSet templates."""
     cluster, check = module.cluster, module.check_mode
     changes = []
-    for cm in objects["configmaps"]:
-        changes.append(apply_configmap(cluster, cm["name"], cm["namespace"], cm["data"], check,
+    side_by_side(module, changes, [
+        (lambda cm=cm: apply_configmap(cluster, cm["name"], cm["namespace"], cm["data"], check,
                                        current=seen["configmaps"].get(cm["name"]), current_known=True,
                                        field_manager=NODE_POOLS_FIELD_MANAGER))
+        for cm in objects["configmaps"]])
     restart = objects["device_plugin_restart"]
     if restart:
         # A value that changes on every restart: the pods restart even if an earlier, stopped run wrote this digest.
@@ -345,13 +359,25 @@ def reconcile_configuration(module, seen, objects):
             "metadata": {"name": policy["name"], "annotations": policy["annotations"]}, "spec": policy["spec"]},
             check, current=seen["policy"], current_known=True, field_manager=NODE_POOLS_FIELD_MANAGER))
     by_name = dict((m["metadata"]["name"], m) for m in seen["machinesets"] or [])
-    for ms in objects["machinesets"]:
-        changes.append(apply_object(cluster, {
+    side_by_side(module, changes, [
+        (lambda ms=ms: apply_object(cluster, {
             "apiVersion": MACHINESET_API, "kind": "MachineSet",
             "metadata": {"name": ms["name"], "namespace": ms["namespace"]},
             "spec": {"template": {"spec": {"metadata": {"labels": ms["labels"]}}}}},
             check, current=by_name.get(ms["name"]), current_known=True, field_manager=NODE_POOLS_FIELD_MANAGER))
+        for ms in objects["machinesets"]])
     return changes
+
+
+def side_by_side(module, changes, calls):
+    """Run independent writes with at most parallel_writes in flight (cluster/parallel.py); append what each
+    returned to `changes` in call order, then raise the first error. Check mode sends them one at a time: its
+    label dry runs are sent once per distinct patch, which a shared record decides."""
+    limit = 1 if module.check_mode else module.params["parallel_writes"]
+    results, error = run_bounded(calls, limit)
+    changes.extend(r for r in done(results) if r is not None)
+    if error is not None:
+        raise error
 
 
 def patch_node(module, name, labels, annotations, current):
@@ -423,24 +449,28 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
     waiting = params["wait"] and not check
     cordoned = [n for n in batch if node_changes[n]["uncordon"]]
     failure = None
+
+    def mig_step(node):
+        change = node_changes[node]
+        if node in busy and not check:
+            cordoned.append(node)
+            drain_node(module.cluster, node, busy[node], params["timeout"], **module.wait_policy())
+        return patch_node(module, node, change["mig_step"], change["annotations"], current[node])
+
+    def device_plugin_step(node):
+        change = node_changes[node]
+        notes = {} if change["mig_step"] else change["annotations"]
+        return patch_node(module, node, change["device_plugin_step"], notes, current[node])
+
     try:
-        for node in batch:
-            change = node_changes[node]
-            if not change["mig_step"]:
-                continue
-            if node in busy and not check:
-                cordoned.append(node)
-                drain_node(module.cluster, node, busy[node], params["timeout"], **module.wait_policy())
-            changes.append(patch_node(module, node, change["mig_step"], change["annotations"], current[node]))
+        # The nodes of a batch are independent: their patches (and drains) go side by side.
+        side_by_side(module, changes, [(lambda n=n: mig_step(n)) for n in batch if node_changes[n]["mig_step"]])
         mig_waits = [n for n in batch if node_changes[n]["wait_mig"]]
         if mig_waits and waiting:
             failure = wait_batch(module, title, dict((n, {"mig_change": True}) for n in mig_waits), None, rollout,
                                  name)
         if failure is None:
-            for node in batch:
-                change = node_changes[node]
-                notes = {} if change["mig_step"] else change["annotations"]
-                changes.append(patch_node(module, node, change["device_plugin_step"], notes, current[node]))
+            side_by_side(module, changes, [(lambda n=n: device_plugin_step(n)) for n in batch])
             if waiting:
                 selector = None if name == RELEASED else "{0}={1}".format(POOL_LABEL, name)
                 failure = wait_batch(module, title, dict((n, node_changes[n]) for n in batch), selector, rollout,
@@ -454,8 +484,7 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
     finally:
         cordoned = sorted(set(cordoned))
         if cordoned and not check:
-            for node in cordoned:
-                uncordon_node(module.cluster, node)
+            side_by_side(module, [], [(lambda n=n: uncordon_node(module.cluster, n)) for n in cordoned])
             if failure:
                 failure += " Uncordoned again: {0}.".format(", ".join(cordoned))
     return failure
@@ -516,6 +545,12 @@ def plan_run(module):
 
 def run(module):
     params = module.params
+    if params["parallel_writes"] < 1:
+        module.fail_json(msg="parallel_writes: expected 1 or more (1 sends one write at a time), got {0}.{1}".format(
+            params["parallel_writes"], NOTHING_WRITTEN))
+    module.cluster.allow_parallel(params["parallel_writes"])
+    # Looked up once before writes go side by side: the client's discovery cache is not shared safely.
+    module.cluster.resource("v1", "Node")
     seen, plan, busy = plan_run(module)
     for warning in plan["warnings"]:
         module.warn(warning)
@@ -568,6 +603,7 @@ def main():
             "limit_nodes": {"type": "list", "elements": "str"},
             "wait": {"type": "bool", "default": True},
             "timeout": {"type": "int", "default": 900},
+            "parallel_writes": {"type": "int", "default": DEFAULT_PARALLEL_WRITES},
         },
         supports_check_mode=True,
         waits=True,

@@ -172,6 +172,14 @@ class Cluster:
         retrier = retrier or retrier_from_env()
         return cls(retrier.call("connect to the API server", lambda: get_api_client(**auth)), retrier)
 
+    def allow_parallel(self, count):
+        """Keep up to `count` connections open, for writes sent side by side (parallel.py); urllib3 otherwise
+        keeps (cpu count x 5) and drops the rest after each request."""
+        pool_manager = getattr(getattr(self.dynamic.client, "rest_client", None), "pool_manager", None)
+        if pool_manager is not None and pool_manager.connection_pool_kw.get("maxsize", 1) < count:
+            pool_manager.connection_pool_kw["maxsize"] = count
+            pool_manager.clear()
+
     def write(self, what, send, verify=None):
         """Run one write request `send()` under the retrier. After a try that may have reached the server,
         `verify()` (a read) says whether it took effect; only if not is it sent again. Without `verify` such a

@@ -22,6 +22,7 @@ __metaclass__ = type
 import email.utils
 import json
 import random
+import threading
 import time
 
 try:
@@ -261,7 +262,18 @@ class Retrier(object):
         self.clock, self.sleep, self.log = clock, sleep, log
         self.counts = dict((k, 0) for k in FAULTS)
         self.last_fault = None
-        self._depth = 0
+        # Per thread: writes sent side by side (parallel.py) each retry on their own, and a request nested in
+        # one thread's write is not taken for nested in another's.
+        self._local = threading.local()
+        self._count_lock = threading.Lock()
+
+    @property
+    def _depth(self):
+        return getattr(self._local, "depth", 0)
+
+    @_depth.setter
+    def _depth(self, value):
+        self._local.depth = value
 
     @property
     def nested(self):
@@ -307,7 +319,8 @@ class Retrier(object):
                         what, fault, failures)
             finally:
                 self._depth -= 1
-            self.counts[fault.kind] += 1
+            with self._count_lock:
+                self.counts[fault.kind] += 1
             if self.log:
                 self.log("{0}: {1}; try {2} in {3:.2f} s".format(what, fault.detail, failures + 1, wait))
             self.sleep(wait)

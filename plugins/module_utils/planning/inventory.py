@@ -55,7 +55,7 @@ APPROVALS = ["Manual", "Automatic"]
 # Stages a playbook can run, and the variables each reads.
 STAGES = {
     "gpu_operator": ("kubegpu_platform", "kubegpu_gpu_operator"),
-    "node_pools": ("kubegpu_node_pools",),
+    "node_pools": ("kubegpu_node_pools", "kubegpu_api"),
     "dra": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_dra"),
     # Models name pools of kubegpu_node_pools and claim templates of kubegpu_dra.
     "serving": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_dra", "kubegpu_serving"),
@@ -131,6 +131,10 @@ INVENTORY = {
         "wait_round": {"type": "int", "default": 30},
     }},
     "kubegpu_node_pools": {"type": "list", "elements": "dict", "default": [], "options": POOL_OPTIONS},
+    # How the collection talks to the API server (docs/performance.md): writes sent at once, each with its retries.
+    "kubegpu_api": {"type": "dict", "default": {}, "options": {
+        "parallel_writes": {"type": "int", "default": 10},
+    }},
     "kubegpu_dra": {"type": "dict", "default": {}, "options": {
         # Claim templates: keys and values checked by dra/claim_templates.py.
         "claim_templates": {"type": "list", "elements": "dict", "default": []},

@@ -159,8 +159,8 @@ def test_inventory_spec_and_role_argument_specs_agree_on_types_choices_and_defau
 
 
 def test_every_variable_has_a_spec():
-    assert sorted(INVENTORY) == ["kubegpu_dra", "kubegpu_gpu_operator", "kubegpu_monitoring", "kubegpu_node_pools",
-                                 "kubegpu_platform", "kubegpu_serving", "kubegpu_tenancy"]
+    assert sorted(INVENTORY) == ["kubegpu_api", "kubegpu_dra", "kubegpu_gpu_operator", "kubegpu_monitoring",
+                                 "kubegpu_node_pools", "kubegpu_platform", "kubegpu_serving", "kubegpu_tenancy"]
 
 
 # -- kubegpu_serving: its shape here, its values in serving/spec.py, its models against the pools and templates

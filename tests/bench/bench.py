@@ -1,0 +1,367 @@
+"""Benchmark: the collection side by side with the per-node loop users write today, on one local cluster.
+
+Starts its own local cluster (.cache/bench-cluster), installs the GPU Operator through the simulated OLM, then:
+
+1. For the demo fleet and for 1,000 nodes (tools/devcluster/fleets/large-1000.yaml), with the simulated hardware
+   fast: the node_pools playbook (four pools, one per sharing strategy) - plan in check mode, first converge, a
+   no-op, a time-slicing replicas change - and the same changes made by tests/bench/loop_baseline.yml (k8s_info
+   per pool, one kubernetes.core.k8s task per node) on a fresh copy of the fleet. On 1,000 nodes the loop patches
+   a sample of each pool and is scaled linearly (it is: one task per node), said in the output. Prints a table of
+   ratios: wall time, API requests and writes (the admin user's, from the API server's audit log).
+2. The node_pools playbook no-op next to an empty playbook (what ansible-playbook costs with nothing to do).
+3. A MIG roll-out of 1,000 H100 nodes with the simulated hardware at its published pace (mig-manager 35 s per
+   8-GPU reconfiguration, device plugin 10 s re-registration; docs/performance.md), next to its physical limit:
+   ceil(nodes / max_unavailable) x (reconfiguration + re-registration).
+4. 5,000 nodes: plan in check mode, converge, no-op; peak memory of the module and of the API server.
+
+Not a test: it asserts nothing and exits 0 (tests/integration/test_request_counts.py guards the request counts).
+BENCH_SAMPLE (nodes per pool the loop patches on 1,000 nodes, default 10), BENCH_SKIP (comma-separated of demo, loop,
+1000, rollout, 5000) shorten it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools" / "devcluster"))
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+sys.path.insert(0, str(REPO / ".cache" / "collections"))
+
+from kubegpu_devcluster import __main__ as devcluster  # noqa: E402
+from kubegpu_devcluster import cluster  # noqa: E402
+from kubegpu_devcluster.audit import AuditLog  # noqa: E402
+
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (  # noqa: E402
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    MIG_CONFIG_LABEL,
+    POOL_LABEL,
+)
+
+FLEETS = REPO / "tools" / "devcluster" / "fleets"
+BENCH = REPO / "tests" / "bench"
+SAMPLE = int(os.environ.get("BENCH_SAMPLE", "10"))
+SKIP = set(filter(None, os.environ.get("BENCH_SKIP", "").split(",")))
+# Published hardware times (docs/performance.md, shared/reference/gpu-operator.md "Timing").
+MIG_SECONDS, REREGISTER_SECONDS = 35.0, 10.0
+FAST = {"mig-manager.seconds": "1", "device-plugin.seconds": "0.5"}
+PRODUCTS = {"llm-h100": "NVIDIA-H100-80GB-HBM3", "embed-l40s": "NVIDIA-L40S", "batch-a100": "NVIDIA-A100-SXM4-80GB",
+            "plain-h200": "NVIDIA-H200"}
+
+
+def pools(replicas: int = 4) -> list:
+    everything = "100%"
+    return [
+        {"name": "llm-h100", "selector": {"matchLabels": {"nvidia.com/gpu.product": PRODUCTS["llm-h100"]}},
+         "max_unavailable": everything, "sharing": {"strategy": "mig", "mig": {"layout": "all-balanced"}}},
+        {"name": "embed-l40s", "selector": {"matchLabels": {"nvidia.com/gpu.product": PRODUCTS["embed-l40s"]}},
+         "max_unavailable": everything, "sharing": {"strategy": "time-slicing", "time_slicing": {"replicas": replicas}}},
+        {"name": "batch-a100", "selector": {"matchLabels": {"nvidia.com/gpu.product": PRODUCTS["batch-a100"]}},
+         "max_unavailable": everything, "sharing": {"strategy": "mps", "mps": {"replicas": 4}}},
+        {"name": "plain-h200", "selector": {"matchLabels": {"nvidia.com/gpu.product": PRODUCTS["plain-h200"]}},
+         "max_unavailable": everything, "sharing": {"strategy": "none"}},
+    ]
+
+
+class Peak:
+    """Peak resident memory (VmHWM) of the processes whose command line holds `needle`, polled while running."""
+
+    def __init__(self, needle: str):
+        self.needle, self.kib, self._stop = needle, 0, threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self):
+        while not self._stop.is_set():
+            self.kib = max([self.kib] + [hwm for _pid, hwm in processes(self.needle)])
+            self._stop.wait(0.1)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def processes(needle: str) -> list:
+    """(pid, VmHWM in KiB) of every process whose command line contains `needle`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle not in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                continue
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    found.append((int(entry.name), int(line.split()[1])))
+        except OSError:
+            continue
+    return found
+
+
+class Bench:
+    def __init__(self, state: Path):
+        from conftest import Devcluster
+        self.state = state
+        self.audit = AuditLog(state / "audit.log")
+        self.dc = Devcluster(state)
+        self.dc.fleet_file = FLEETS / "default.yaml"
+        self.tmp = Path(tempfile.mkdtemp(prefix="kubegpu-bench-"))
+        self.rows = {}   # (fleet, scenario) -> {"loop": measure, "collection": measure}
+
+    def env(self) -> dict:
+        return dict(self.dc.env(), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
+
+    def measure(self, label: str, cmd: list, peak: str | None = None) -> dict:
+        mark = self.audit.mark()
+        t0 = time.monotonic()
+        if peak:
+            with Peak(peak) as memory:
+                proc = subprocess.run(cmd, cwd=REPO, env=self.env(), capture_output=True, text=True, check=False)
+        else:
+            memory = None
+            proc = subprocess.run(cmd, cwd=REPO, env=self.env(), capture_output=True, text=True, check=False)
+        took = time.monotonic() - t0
+        events = self.audit.events(mark)
+        writes = [e for e in events if e.is_write]
+        out = {"seconds": took, "requests": len(events), "writes": len(writes), "rc": proc.returncode,
+               "peak_mib": memory.kib / 1024 if memory else None}
+        failed = proc.returncode != 0
+        print(f"  {label:<58} {took:8.1f} s {len(events):6d} requests {len(writes):6d} writes"
+              + (f"  peak {out['peak_mib']:.0f} MiB" if memory else "")
+              + (f"  FAILED (rc {proc.returncode}): {failure(proc)}" if failed else ""), flush=True)
+        return out
+
+    def playbook(self, label: str, playbook: str, variables: dict, *args: str, peak: str | None = None) -> dict:
+        path = self.tmp / "vars.json"
+        path.write_text(json.dumps(variables))
+        return self.measure(label, ["ansible-playbook", playbook, "-e", f"@{path}", *args], peak=peak)
+
+    def module(self, label: str, args: dict, check: bool = False) -> dict:
+        cmd = ["ansible", "localhost", "-m", "kubegpu.platform.gpu_node_pools", "-a", json.dumps(args)]
+        return self.measure(label, cmd + (["--check"] if check else []), peak="AnsiballZ_gpu_node_pools")
+
+    def knobs(self, values: dict) -> None:
+        self.dc.knobs(values)
+
+    def fresh_fleet(self, fleet: Path) -> int:
+        t0 = time.monotonic()
+        self.dc.fleet(str(fleet), fresh=True)
+        nodes = len(self.dc.admin.resources.get(api_version="v1", kind="Node").get().items)
+        print(f"fleet {fleet.name}: {nodes} nodes loaded in {time.monotonic() - t0:.1f} s", flush=True)
+        return nodes
+
+    def pool_sizes(self) -> dict:
+        nodes = self.dc.admin.resources.get(api_version="v1", kind="Node").get().items
+        labels = [n.to_dict()["metadata"].get("labels") or {} for n in nodes]
+        return dict((pool, sum(1 for n in labels if n.get("nvidia.com/gpu.product") == product))
+                    for pool, product in PRODUCTS.items())
+
+    def pool_labels(self) -> dict:
+        """Per pool, the labels the collection set on its nodes (what the loop sets too)."""
+        nodes = self.dc.admin.resources.get(api_version="v1", kind="Node").get(label_selector=POOL_LABEL).items
+        found = {}
+        for node in nodes:
+            labels = node.to_dict()["metadata"].get("labels") or {}
+            found.setdefault(labels[POOL_LABEL], dict(
+                (k, labels[k]) for k in (POOL_LABEL, MIG_CONFIG_LABEL, DEVICE_PLUGIN_CONFIG_LABEL) if k in labels))
+        return found
+
+
+def failure(proc) -> str:
+    try:
+        out = json.loads(proc.stdout)
+        for play in out["plays"]:
+            for task in play["tasks"]:
+                result = task["hosts"].get("localhost", {})
+                if result.get("failed"):
+                    # The end of the message says why (its start lists the batch's nodes).
+                    return f"{task['task']['name'][:80]}: ...{str(result.get('msg'))[-400:]}"
+    except (ValueError, KeyError):
+        pass
+    return (proc.stdout[-300:] + proc.stderr[-300:]).replace("\n", " ")
+
+
+def loop_run(bench: Bench, fleet: str, scenario: str, baseline_pools: list, sizes: dict, sample: int | None) -> dict:
+    """The loop playbook on every node (sample None) or on `sample` nodes per pool, scaled to every node: the
+    lists alone measured once (the fixed cost), then per node (sampled run - lists) / nodes patched."""
+    variables = {"baseline_pools": baseline_pools}
+    playbook = str(BENCH / "loop_baseline.yml")
+    if sample is None:
+        return bench.playbook(f"loop: {scenario}", playbook, variables)
+    total = sum(sizes[p["labels"][POOL_LABEL]] for p in baseline_pools)
+    patched = sum(min(sample, sizes[p["labels"][POOL_LABEL]]) for p in baseline_pools)
+    fixed = bench.playbook(f"loop: {scenario}, lists only", playbook, dict(variables, baseline_sample=0))
+    part = bench.playbook(f"loop: {scenario}, {patched} of {total} nodes", playbook,
+                          dict(variables, baseline_sample=sample))
+    scaled = dict(part)
+    for key in ("seconds", "requests", "writes"):
+        per_node = max(0.0, part[key] - fixed[key]) / patched
+        scaled[key] = fixed[key] + per_node * total
+    scaled["sampled"] = f"{patched} of {total} nodes, scaled linearly"
+    print(f"  loop: {scenario}, scaled to {total} nodes {'':<19} {scaled['seconds']:8.1f} s "
+          f"{scaled['requests']:6.0f} requests {scaled['writes']:6.0f} writes", flush=True)
+    return scaled
+
+
+def side_by_side(bench: Bench, fleet_file: Path, sample: int | None) -> None:
+    fleet = fleet_file.stem
+    nodes = bench.fresh_fleet(fleet_file)
+    bench.knobs(FAST)
+    sizes = bench.pool_sizes()
+    node_pools = "playbooks/node_pools.yml"
+    print(f"the node_pools playbook, {nodes} nodes, simulated hardware fast ({FAST}):", flush=True)
+
+    def row(scenario):
+        return bench.rows.setdefault((fleet, scenario), {})
+
+    bench.playbook("collection: plan (--check)", node_pools, {"kubegpu_node_pools": pools()}, "--check")
+    row("first converge")["collection"] = bench.playbook("collection: first converge", node_pools,
+                                                         {"kubegpu_node_pools": pools(), "node_pools_timeout": 900})
+    row("no-op")["collection"] = bench.playbook("collection: no-op", node_pools, {"kubegpu_node_pools": pools()})
+    row("no-op")["empty"] = bench.playbook("empty playbook", str(BENCH / "empty.yml"), {})
+    labels = bench.pool_labels()
+    row("time-slicing replicas 4 -> 8")["collection"] = bench.playbook(
+        "collection: time-slicing replicas 4 -> 8", node_pools,
+        {"kubegpu_node_pools": pools(replicas=8), "node_pools_timeout": 900})
+    if "loop" in SKIP:
+        return
+    baseline = [{"selector": f"nvidia.com/gpu.product={PRODUCTS[p]}", "labels": labels[p]} for p in PRODUCTS
+                if p in labels]
+    print("the loop (tests/bench/loop_baseline.yml) on a fresh copy of the fleet"
+          + (f", {sample} nodes per pool, scaled linearly to the pool:" if sample else ", every node:"), flush=True)
+    bench.fresh_fleet(fleet_file)
+    row("first converge")["loop"] = loop_run(bench, fleet, "first converge", baseline, sizes, sample)
+    # Once labelled, the loop finds a pool's nodes by the pool label (GFD rewrites gpu.product under MIG single
+    # and time-slicing: NVIDIA-H100-80GB-HBM3-MIG-..., NVIDIA-L40S-SHARED).
+    baseline = [dict(b, selector=f"{POOL_LABEL}={b['labels'][POOL_LABEL]}") for b in baseline]
+    row("no-op")["loop"] = loop_run(bench, fleet, "no-op", baseline, sizes, sample)
+    # The device-plugin ConfigMap edit the loop's users make too is left out (one task): only the node loop.
+    row("time-slicing replicas 4 -> 8")["loop"] = loop_run(
+        bench, fleet, "time-slicing replicas 4 -> 8",
+        [b for b in baseline if b["labels"][POOL_LABEL] == "embed-l40s"], sizes, sample)
+
+
+def rollout(bench: Bench) -> None:
+    fleet_file = BENCH / "fleets" / "rollout-1000.yaml"
+    nodes = bench.fresh_fleet(fleet_file)
+    max_unavailable = 250
+    # A round longer than a batch (35 s + 10 s): one module call per batch, a RETRYING line per batch.
+    wait_round = 120
+    bench.knobs({"mig-manager.seconds": str(MIG_SECONDS), "device-plugin.seconds": str(REREGISTER_SECONDS)})
+    batches = math.ceil(nodes / max_unavailable)
+    limit = batches * (MIG_SECONDS + REREGISTER_SECONDS)
+    print(f"MIG roll-out (all-balanced) of {nodes} H100 nodes, max_unavailable {max_unavailable} (so that it fits in "
+          f"minutes), hardware at {MIG_SECONDS:.0f} s reconfiguration + {REREGISTER_SECONDS:.0f} s re-registration, "
+          f"node_pools_wait_round {wait_round}:", flush=True)
+    pool = {"name": "llm-h100", "selector": {"matchLabels": {"nvidia.com/gpu.product": PRODUCTS["llm-h100"]}},
+            "max_unavailable": max_unavailable, "sharing": {"strategy": "mig", "mig": {"layout": "all-balanced"}}}
+    took = bench.playbook("collection: roll-out", "playbooks/node_pools.yml",
+                          {"kubegpu_node_pools": [pool], "node_pools_timeout": 900, "node_pools_wait_round": wait_round})
+    bench.rows[("rollout", "rollout")] = {"collection": took, "limit": limit, "batches": batches, "nodes": nodes,
+                                          "max_unavailable": max_unavailable}
+    print(f"  physical limit: ceil({nodes} / {max_unavailable}) x ({MIG_SECONDS:.0f} s + {REREGISTER_SECONDS:.0f} s) = "
+          f"{limit:.0f} s; the roll-out took {took['seconds']:.1f} s = {took['seconds'] / limit:.3f} x the limit",
+          flush=True)
+    bench.knobs(FAST)
+
+
+def scale(bench: Bench) -> None:
+    fleet_file = BENCH / "fleets" / "large-5000.yaml"
+    nodes = bench.fresh_fleet(fleet_file)
+    bench.knobs(FAST)
+    print(f"{nodes} nodes, simulated hardware fast:", flush=True)
+    args = {"pools": pools(), "timeout": 1800}
+    bench.rows[("5000", "plan")] = {"collection": bench.module("gpu_node_pools: plan (check mode)", args, check=True)}
+    bench.rows[("5000", "converge")] = {"collection": bench.module("gpu_node_pools: converge", args)}
+    bench.rows[("5000", "no-op")] = {"collection": bench.module("gpu_node_pools: no-op", args)}
+    bench.rows[("5000", "playbook no-op")] = {
+        "collection": bench.playbook("node_pools playbook: no-op", "playbooks/node_pools.yml",
+                                     {"kubegpu_node_pools": pools()}, peak="AnsiballZ_gpu_node_pools"),
+        "empty": bench.playbook("empty playbook", str(BENCH / "empty.yml"), {})}
+    apiserver = [kib for pid, kib in processes(str(bench.state)) if program(pid) == "kube-apiserver"]
+    etcd = [kib for pid, kib in processes(str(bench.state)) if program(pid) == "etcd"]
+    bench.rows[("5000", "memory")] = {"apiserver_mib": max(apiserver or [0]) / 1024, "etcd_mib": max(etcd or [0]) / 1024}
+    print(f"  peak memory (VmHWM) since the cluster started: kube-apiserver {max(apiserver or [0]) / 1024:.0f} MiB, "
+          f"etcd {max(etcd or [0]) / 1024:.0f} MiB", flush=True)
+
+
+def program(pid: int) -> str:
+    """The name of the program a process runs (its argv[0] without the folder)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace").rsplit("/", 1)[-1]
+    except OSError:
+        return ""
+
+
+def ratio(loop: float, ours: float) -> str:
+    return f"{loop / ours:8.1f}x" if ours else "     n/a"
+
+
+def table(bench: Bench) -> None:
+    print("\nSide by side (loop / collection; the loop's figures on 1,000 nodes scaled from a sample):")
+    print(f"  {'fleet':<11} {'scenario':<30} {'loop s':>8} {'ours s':>7} {'ratio':>9} {'loop req':>9} {'ours req':>8} "
+          f"{'loop wr':>8} {'ours wr':>7}")
+    for (fleet, scenario), row in bench.rows.items():
+        if "loop" not in row or "collection" not in row:
+            continue
+        loop, ours = row["loop"], row["collection"]
+        print(f"  {fleet:<11} {scenario:<30} {loop['seconds']:8.1f} {ours['seconds']:7.1f} "
+              f"{ratio(loop['seconds'], ours['seconds'])} {loop['requests']:9.0f} {ours['requests']:8d} "
+              f"{loop['writes']:8.0f} {ours['writes']:7d}")
+    for (fleet, scenario), row in bench.rows.items():
+        if "empty" in row:
+            print(f"  {fleet}: node_pools playbook no-op {row['collection']['seconds']:.1f} s, empty playbook "
+                  f"{row['empty']['seconds']:.1f} s: {row['collection']['seconds'] - row['empty']['seconds']:+.1f} s")
+    if ("rollout", "rollout") in bench.rows:
+        r = bench.rows[("rollout", "rollout")]
+        print(f"  roll-out of {r['nodes']} nodes in {r['batches']} batches: {r['collection']['seconds']:.1f} s, physical "
+              f"limit {r['limit']:.0f} s ({(r['collection']['seconds'] / r['limit'] - 1) * 100:+.1f} %)")
+    for scenario in ("plan", "converge", "no-op"):
+        if ("5000", scenario) in bench.rows:
+            m = bench.rows[("5000", scenario)]["collection"]
+            print(f"  5,000 nodes, gpu_node_pools {scenario}: {m['seconds']:.1f} s, {m['requests']} requests, "
+                  f"{m['writes']} writes, module peak {m['peak_mib']:.0f} MiB")
+
+
+def main() -> None:
+    state = REPO / ".cache" / "bench-cluster"
+    os.environ["DEVCLUSTER_DIR"] = str(state)
+    subprocess.run([str(REPO / "tools" / "devcluster" / "build.sh")], check=True, stdout=subprocess.DEVNULL)
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} cores, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the start",
+          flush=True)
+    t0 = time.monotonic()
+    devcluster.up(state, FLEETS / "default.yaml")
+    print(f"cluster ready in {time.monotonic() - t0:.1f} s", flush=True)
+    bench = Bench(state)
+    from test_gpu_node_pools import install_operator
+    try:
+        install_operator(bench.dc)
+        if "demo" not in SKIP:
+            side_by_side(bench, FLEETS / "default.yaml", None)
+        if "1000" not in SKIP:
+            side_by_side(bench, FLEETS / "large-1000.yaml", SAMPLE)
+        if "rollout" not in SKIP:
+            rollout(bench)
+        if "5000" not in SKIP:
+            scale(bench)
+    finally:
+        # What was measured, even when a part failed or the run was interrupted (Ctrl-C).
+        table(bench)
+        load = os.getloadavg()
+        print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; total {time.monotonic() - t0:.0f} s")
+        cluster.down(state)
+
+
+if __name__ == "__main__":
+    main()
