@@ -10,7 +10,6 @@ pods (one KWOK OOMKills, one needs a newer CUDA, two cannot be placed, one overs
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
@@ -28,11 +27,7 @@ POOL = "kubegpu.io/node-pool"
 @pytest.fixture(scope="module")
 def cluster():
     # Not the session's cluster (not even started for this file alone): a clean one is what "healthy" needs.
-    saved = os.environ.get("DEVCLUSTER_DIR")
-    own = testing.session(REPO / ".cache" / "doctor-cluster", Devcluster)
-    try:
-        dc = next(own, None)
-        assert dc is not None, "the local cluster did not start"
+    with testing.own_cluster(REPO / ".cache" / "doctor-cluster", Devcluster) as dc:
         started = time.monotonic()
         for playbook in ("playbooks/gpu_operator.yml", "playbooks/node_pools.yml"):
             proc = dc.playbook(playbook, "-i", str(INVENTORY), env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default"})
@@ -40,12 +35,6 @@ def cluster():
         print(f"\ndemo GPU Operator and node pools converged in {time.monotonic() - started:.1f} s")
         _api(dc, "Namespace").create(body={"metadata": {"name": NS}})
         yield dc
-    finally:
-        own.close()
-        if saved is None:
-            os.environ.pop("DEVCLUSTER_DIR", None)
-        else:
-            os.environ["DEVCLUSTER_DIR"] = saved
 
 
 def _api(dc, kind, api_version="v1"):

@@ -9,7 +9,6 @@ server's quota admission refuses a pod over its team's GPU quota. Writes are cou
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -56,19 +55,9 @@ def helm_bin():
 @pytest.fixture(scope="module")
 def cluster(devcluster_session):
     """A cluster of this file's own, on the tenancy fleet (no Kueue CRDs until the chart brings them)."""
-    saved = os.environ.get("DEVCLUSTER_DIR")
-    own = testing.session(REPO / ".cache" / "tenancy-cluster", type(devcluster_session))
-    try:
-        dc = next(own, None)
-        assert dc is not None, "the local cluster did not start"
+    with testing.own_cluster(REPO / ".cache" / "tenancy-cluster", type(devcluster_session)) as dc:
         dc.fleet("tenancy-kubernetes", fresh=True)
         yield dc
-    finally:
-        own.close()
-        if saved is None:
-            os.environ.pop("DEVCLUSTER_DIR", None)
-        else:
-            os.environ["DEVCLUSTER_DIR"] = saved
 
 
 def run(dc, helm_bin, *args, layout=None, teams=None, **settings):
