@@ -143,7 +143,7 @@ def describe_api_error(action, exc):
     if status == 403:
         denied = forbidden_message(_status_message(exc) or str(exc))
         if denied:
-            return "{0} failed: {1}.".format(action, denied)
+            return "{0} failed (HTTP 403, RBAC): {1}.".format(action, denied)
     reason = getattr(exc, "summary", None)
     text = reason() if callable(reason) else str(exc)
     hint = ""
