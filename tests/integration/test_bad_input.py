@@ -297,14 +297,9 @@ def _touched(dc):
 
 @pytest.fixture(scope="module")
 def fresh_cluster(devcluster_session):
-    """A cluster nothing has been installed on. The session's, when no earlier test touched it; else one of this
-    file's own (a fleet reload keeps what earlier tests installed: operators, ClusterPolicy, serving platform)."""
-    dc = devcluster_session
-    dc.clear_knobs()
-    if not _touched(dc):
-        yield dc
-        return
-    with testing.own_cluster(REPO / ".cache" / "bad-input-cluster", type(dc)) as cluster:
+    """A cluster nothing has been installed on, of this file's own: the test converges `site` on it (operators,
+    ClusterPolicy, served models, queues), which later tests on the session's cluster must not meet."""
+    with testing.own_cluster(REPO / ".cache" / "bad-input-cluster", type(devcluster_session)) as cluster:
         assert not _touched(cluster), "a new cluster has a ClusterPolicy or node labels of ours"
         yield cluster
 
