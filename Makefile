@@ -80,7 +80,7 @@ docs: collection
 # The collection against the local cluster, after the local cluster's and the simulators' own tests (each suite
 # starts a cluster of its own).
 integration: collection binaries simulators
-	$(BIN)/python -m pytest tests/integration -q -p no:cacheprovider
+	$(BIN)/python -m pytest tests/integration -q -p no:cacheprovider --durations=40
 
 simulators: venv binaries
 	$(BIN)/python -m pytest tools/devcluster/tests -q -p no:cacheprovider
