@@ -82,9 +82,15 @@ def test_components_use_their_builtin_users_and_service_accounts(dc):
     try:
         token = wait_for(lambda: (secrets.get(name=name, namespace="default").data or {}).get("token"),
                          timeout=SLOW, what="the token controller to fill in the Secret")
-        review = _api(dc, "TokenReview", "authentication.k8s.io/v1").create(body={
-            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-            "spec": {"token": base64.b64decode(token).decode()}}).to_dict()
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": base64.b64decode(token).decode()}}
+        # The API server checks a legacy token against the Secret in its informer cache, which may lag the
+        # Secret's creation by a moment on a loaded machine: until then the review says not authenticated.
+        def authenticated():
+            review = _api(dc, "TokenReview", "authentication.k8s.io/v1").create(body=body).to_dict()
+            return review if review["status"].get("authenticated") else None
+
+        review = wait_for(authenticated, timeout=SLOW, what="the API server to authenticate the token")
         assert review["status"]["authenticated"] is True
         assert review["status"]["user"]["username"] == "system:serviceaccount:default:default"
     finally:
