@@ -84,6 +84,7 @@ def test_components_use_their_builtin_users_and_service_accounts(dc):
                          timeout=SLOW, what="the token controller to fill in the Secret")
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
                 "spec": {"token": base64.b64decode(token).decode()}}
+
         # The API server checks a legacy token against the Secret in its informer cache, which may lag the
         # Secret's creation by a moment on a loaded machine: until then the review says not authenticated.
         def authenticated():
