@@ -291,19 +291,9 @@ def fresh_cluster(devcluster_session):
     if not _touched(dc):
         yield dc
         return
-    saved = os.environ.get("DEVCLUSTER_DIR")
-    own = testing.session(REPO / ".cache" / "bad-input-cluster", type(dc))
-    try:
-        cluster = next(own, None)
-        assert cluster is not None, "the local cluster did not start"
+    with testing.own_cluster(REPO / ".cache" / "bad-input-cluster", type(dc)) as cluster:
         assert not _touched(cluster), "a new cluster has a ClusterPolicy or node labels of ours"
         yield cluster
-    finally:
-        own.close()
-        if saved is None:
-            os.environ.pop("DEVCLUSTER_DIR", None)
-        else:
-            os.environ["DEVCLUSTER_DIR"] = saved
 
 
 def _table(dc, state):

@@ -14,7 +14,6 @@ these tests time the serving stage alone.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -277,18 +276,8 @@ def check_placements_and_scale_to_zero(dc, scale_to_zero):
 def serving_cluster(devcluster_session):
     """A cluster of this file's own: the session's may hold what earlier tests installed (the demo inventory
     served through OpenShift AI, its namespaces and models), which the fleet switches below do not take out."""
-    saved = os.environ.get("DEVCLUSTER_DIR")
-    own = testing.session(REPO / ".cache" / "serving-cluster", type(devcluster_session))
-    try:
-        cluster = next(own, None)
-        assert cluster is not None, "the local cluster did not start"
+    with testing.own_cluster(REPO / ".cache" / "serving-cluster", type(devcluster_session)) as cluster:
         yield cluster
-    finally:
-        own.close()
-        if saved is None:
-            os.environ.pop("DEVCLUSTER_DIR", None)
-        else:
-            os.environ["DEVCLUSTER_DIR"] = saved
 
 
 @pytest.fixture(scope="module")

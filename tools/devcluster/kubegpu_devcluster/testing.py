@@ -4,6 +4,7 @@ collection's (tests/integration) start one real cluster per session through `ses
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -61,6 +62,24 @@ class Devcluster:
                 name=KNOBS_CONFIGMAP, namespace=KNOBS_NAMESPACE)
         except NotFoundError:
             pass
+
+
+@contextlib.contextmanager
+def own_cluster(state: Path, kind=Devcluster):
+    """A cluster of a test file's own, beside the session's (for tests that need one nothing else has touched):
+    DEVCLUSTER_DIR points at it while it runs and back at the session's cluster afterwards."""
+    saved = os.environ.get("DEVCLUSTER_DIR")
+    own = session(state, kind)
+    try:
+        dc = next(own, None)
+        assert dc is not None, "the local cluster did not start"
+        yield dc
+    finally:
+        own.close()
+        if saved is None:
+            os.environ.pop("DEVCLUSTER_DIR", None)
+        else:
+            os.environ["DEVCLUSTER_DIR"] = saved
 
 
 def session(state: Path, kind=Devcluster):
