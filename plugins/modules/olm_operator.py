@@ -259,6 +259,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm impo
     upgrade_steps,
     watched_csv,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.uninstall.ownership import mark_created_namespace
 
 POLL_SECONDS = 2.0
 
@@ -313,7 +314,9 @@ class Install(object):
         starting = ((self.sub or {}).get("spec") or {}).get("startingCSV") if self.sub else self.choice["csv"]
         desired = []
         if self.params["create_namespace"] or self.params["namespace_labels"]:
-            desired.append((namespace_object(ns, self.params["namespace_labels"]), current_ns))
+            # Marked managed-by when this run creates it, so that the uninstall knows the namespace is ours.
+            desired.append((mark_created_namespace(namespace_object(ns, self.params["namespace_labels"]), current_ns),
+                            current_ns))
         desired.append((group, next((g for g in groups if g["metadata"]["name"] == group["metadata"]["name"]), None)))
         desired.append((subscription_object(self.sub_name, ns, self.choice, self.params["approval"], starting), self.sub))
         return desired

@@ -175,6 +175,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.
     TenancyError,
     parse_settings,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.uninstall.ownership import mark_created_namespace
 
 SELECTOR = "%s=%s,%s=%s" % (MANAGED_BY_LABEL, LABELS[MANAGED_BY_LABEL], PART_OF_LABEL, PART_OF)
 ERRORS = (TenancyError, PoolError, SizingError, DraError)
@@ -244,6 +245,9 @@ def write(cluster, objects, served, check):
     writes = []
     for obj in objects:
         current = ours.get(key(obj)) if obj["kind"] != "Namespace" else namespaces.get(obj["metadata"]["name"])
+        if obj["kind"] == "Namespace":
+            # Marked managed-by when this run creates it, so that the uninstall knows the namespace is ours.
+            obj = mark_created_namespace(obj, current)
         change = apply_object(cluster, obj, True, current=current, current_known=True,
                               field_manager=TENANCY_FIELD_MANAGER, validate=False)
         if change.changed:
