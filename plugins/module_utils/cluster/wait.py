@@ -323,6 +323,24 @@ def api_served(group):
 
 
 # -- the waiter ---------------------------------------------------------------------------------------------------
+def gone():
+    """Objects deleted: a Target.custom whose read returns {name: object or None}, each name ready once its object is
+    gone (the uninstall); one still there is waited for, "terminating" once its deletion has begun (finalizers)."""
+    def judge(observed, target):
+        out = {}
+        for name in target.names or sorted(observed or {}):
+            obj = (observed or {}).get(name)
+            if obj is None:
+                out[name] = (READY, "gone")
+            elif (obj.get("metadata") or {}).get("deletionTimestamp"):
+                finalizers = (obj.get("metadata") or {}).get("finalizers") or []
+                out[name] = (WAITING, "terminating" + (" (finalizers: %s)" % ", ".join(finalizers) if finalizers else ""))
+            else:
+                out[name] = (WAITING, "still there")
+        return out
+    return Predicate("deleted", judge)
+
+
 class Outcome(object):
     """`since`: {item: seconds from the start of the wait to when it reached its last state}."""
 
