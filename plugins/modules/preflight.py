@@ -39,7 +39,7 @@ options:
     description: The stages the playbook will run.
     type: list
     elements: str
-    choices: [gpu_operator, node_pools, dra, tenancy, serving, monitoring]
+    choices: [gpu_operator, node_pools, dra, tenancy, serving, monitoring, uninstall]
     required: true
   variables:
     description:
@@ -143,7 +143,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
 MACHINESET_API = "machine.openshift.io/v1beta1"
 CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
 CLUSTER_POLICY_CRD_FILE = "nvidia.com_clusterpolicies.yaml"
-STAGE_ORDER = ("gpu_operator", "node_pools", "dra", "tenancy", "serving", "monitoring")
+STAGE_ORDER = ("gpu_operator", "node_pools", "dra", "tenancy", "serving", "monitoring", "uninstall")
 
 
 def policy_schema(cluster, variables):

@@ -63,6 +63,8 @@ STAGES = {
     "monitoring": ("kubegpu_platform", "kubegpu_gpu_operator", "kubegpu_node_pools", "kubegpu_monitoring"),
     # Quotas are shares of the pools of kubegpu_node_pools.
     "tenancy": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_tenancy"),
+    # The uninstall finds what is ours in the cluster; it reads the helm binary of these (docs/uninstall.md).
+    "uninstall": ("kubegpu_dra", "kubegpu_serving", "kubegpu_tenancy"),
 }
 # Variables of stages not described here yet: accepted unchecked (add the stage to INVENTORY and STAGES to check it).
 FUTURE = ()
