@@ -16,6 +16,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.scc import NAME as SCC_GRANT
+
 READ = ("get", "list")
 # Server-side apply is a patch (or a create for an object that does not exist); the ClusterPolicy's fields that
 # apply cannot remove are put back with an update; a stage's own stale objects are deleted.
@@ -150,6 +152,36 @@ STAGE_RULES = {
         rule([""], ["namespaces"], ("get", "list", "patch"),
              "the cluster-monitoring label on the GPU Operator's namespace (OpenShift)"),
         rule(["console.openshift.io"], ["consoleplugins"], PRUNE, "NVIDIA's GPU console plugin (OpenShift)"),
+    ],
+    # Deletes what the stages wrote (planning/uninstall/plan.py), gives back the node labels and MachineSet template
+    # labels, and uninstalls the stages' Helm releases (the charts' objects: the same rules as their install).
+    "uninstall": [
+        rule([""], ["nodes"], ("list", "get", "patch"), "pool labels, MIG off, our annotations removed"),
+        rule([""], ["pods"], READ, "GPU pods in the way of MIG off"),
+        rule([""], ["pods/eviction"], ("create",), "drain a node before MIG off (uninstall_drain_gpu_pods)"),
+        rule(["apps"], ["daemonsets"], ("get", "list", "patch"), "restart the device plugin once on the defaults"),
+        rule([""], ["namespaces", "configmaps", "resourcequotas"], PRUNE,
+             "namespaces the collection created, its ConfigMaps, plain ResourceQuotas"),
+        rule([""], ["secrets"], HELM, "Helm release records; the registry credentials' pull Secret"),
+        rule(["serving.kserve.io"], ["inferenceservices", "servingruntimes"], PRUNE, "the models and their runtimes"),
+        rule(["datasciencecluster.opendatahub.io"], ["datascienceclusters"], PRUNE, "OpenShift AI's KServe component"),
+        rule(["keda.sh"], ["kedacontrollers"], PRUNE, "the Custom Metrics Autoscaler's KedaController"),
+        rule(["operator.knative.dev"], ["knativeservings"], PRUNE, "Knative Serving of the serving stage"),
+        rule(["operators.coreos.com"], ["subscriptions", "operatorgroups", "clusterserviceversions"], PRUNE,
+             "OLM installs: Subscription, the CSV it installed, OperatorGroup"),
+        rule(["kueue.x-k8s.io"], ["resourceflavors", "clusterqueues", "localqueues", "workloadpriorityclasses"],
+             PRUNE, "the teams' queues, flavors and priorities"),
+        rule(["kueue.openshift.io"], ["kueues"], PRUNE, "the Red Hat build of Kueue's operand (OpenShift)"),
+        rule(["scheduling.k8s.io"], ["priorityclasses"], PRUNE, "the teams' PriorityClasses"),
+        rule(["resource.k8s.io"], ["deviceclasses", "resourceclaimtemplates", "resourceclaims"], PRUNE,
+             "the claim templates, their DeviceClasses, shared claims"),
+        rule(["rbac.authorization.k8s.io"], ["clusterroles", "clusterrolebindings"], PRUNE,
+             "the DRA driver's privileged SCC grant (OpenShift)", names=[SCC_GRANT]),
+        rule(["nvidia.com"], ["clusterpolicies", "nvidiadrivers"], PRUNE, "the ClusterPolicy and NVIDIADrivers"),
+        rule(["nfd.openshift.io"], ["nodefeaturediscoveries"], PRUNE, "Node Feature Discovery's instance (OpenShift)"),
+        rule(["monitoring.coreos.com"], ["prometheusrules"], PRUNE, "the GPU alert rules"),
+        rule(["console.openshift.io"], ["consoleplugins"], PRUNE, "NVIDIA's GPU console plugin (OpenShift)"),
+        rule(["machine.openshift.io"], ["machinesets"], ("list", "get", "patch"), "pool labels on MachineSet templates"),
     ],
     "doctor": [
         rule([""], ["pods"], READ, "GPU pods: OOMKilled, Pending for GPUs, CUDA they require"),

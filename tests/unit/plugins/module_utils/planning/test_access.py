@@ -118,7 +118,8 @@ USER = "system:serviceaccount:kubegpu-automation:kubegpu-automation"
     ('nodes is forbidden: User "%s" cannot patch resource "nodes" in API group "" at the cluster scope' % USER,
      'forbidden: patch nodes (API group core) at the cluster scope for %s: grant it with the automation_access role '
      '(rule "the DRA pool\'s nodes labelled for the driver" of stage dra or "pool labels, MIG configuration, cordon '
-     'for a MIG change" of stage node_pools)' % USER),
+     'for a MIG change" of stage node_pools or "pool labels, MIG off, our annotations removed" of stage uninstall)'
+     % USER),
     ('packagemanifests.packages.operators.coreos.com "gpu-operator-certified" is forbidden: User "%s" cannot get '
      'resource "packagemanifests" in API group "packages.operators.coreos.com" in the namespace "openshift-marketplace"'
      % USER,
@@ -127,7 +128,8 @@ USER = "system:serviceaccount:kubegpu-automation:kubegpu-automation"
      % USER),
     ('pods "p" is forbidden: User "u" cannot create resource "pods/eviction" in API group "" in the namespace "llm"',
      'forbidden: create pods/eviction (API group core) in namespace llm for u: grant it with the automation_access '
-     'role (rule "drain a node before its MIG change" of stage node_pools)'),
+     'role (rule "drain a node before its MIG change" of stage node_pools or "drain a node before MIG off '
+     '(uninstall_drain_gpu_pods)" of stage uninstall)'),
     ('foos.example.com is forbidden: User "u" cannot list resource "foos" in API group "example.com" at the cluster '
      'scope',
      'forbidden: list foos (API group example.com) at the cluster scope for u: no stage of automation_access grants '
