@@ -109,12 +109,14 @@ def gpu_labels(model_key: str, count: int) -> dict:
     for operand in ("driver", "gpu-feature-discovery", "container-toolkit", "device-plugin", "dcgm",
                     "dcgm-exporter", "node-status-exporter", "operator-validator", "client"):
         labels[f"nvidia.com/gpu.deploy.{operand}"] = "true"
+    # GFD writes its MIG strategy (the operator's default, single) on every GPU node, MIG-capable or not, as the
+    # device-plugin simulator does once it runs: a node starts as it will look after the simulator's first pass.
+    labels["nvidia.com/mig.strategy"] = "single"
     if g.mig_capable:
         labels.update({
             "nvidia.com/gpu.deploy.mig-manager": "true",
             "nvidia.com/mig.config": "all-disabled",
             "nvidia.com/mig.config.state": "success",
-            "nvidia.com/mig.strategy": "single",
         })
     return labels
 
