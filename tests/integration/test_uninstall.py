@@ -128,7 +128,7 @@ def run(dc, playbook, *args):
 def removed(out) -> list:
     """The keys every gpu_uninstall task removed (or would), in order."""
     return [c["key"] for p in out["plays"] for t in p["tasks"]
-            if t["task"]["name"].split(" : ", 1)[-1].startswith("Remove what the")
+            if t["task"]["name"].split(" : ", 1)[-1].startswith("Remove what was written by stage")
             for c in t["hosts"]["localhost"].get("changes") or []]
 
 
