@@ -167,12 +167,20 @@ class Helm(object):
 
     def __init__(self, module, binary):
         self.module, self.binary = module, binary
+        # The cluster as the module reaches it (its options, else the K8S_AUTH_* variables AWX injects), in helm's
+        # own variables, as kubernetes.core.helm passes them.
         self.env = {}
-        kubeconfig = module.params.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG")
-        if kubeconfig:
-            self.env["KUBECONFIG"] = str(kubeconfig)
-        if module.params.get("context"):
-            self.env["HELM_KUBECONTEXT"] = module.params["context"]
+        for option, variable, helm_variable in (("kubeconfig", "K8S_AUTH_KUBECONFIG", "KUBECONFIG"),
+                                                ("context", "K8S_AUTH_CONTEXT", "HELM_KUBECONTEXT"),
+                                                ("host", "K8S_AUTH_HOST", "HELM_KUBEAPISERVER"),
+                                                ("api_key", "K8S_AUTH_API_KEY", "HELM_KUBETOKEN"),
+                                                ("ca_cert", "K8S_AUTH_SSL_CA_CERT", "HELM_KUBECAFILE")):
+            value = module.params.get(option) or os.environ.get(variable)
+            if value and not isinstance(value, dict):
+                self.env[helm_variable] = str(value)
+        verify = module.params.get("validate_certs")
+        self.flags = ["--kube-insecure-skip-tls-verify"] if verify is False or \
+            os.environ.get("K8S_AUTH_VERIFY_SSL", "").lower() in ("false", "no", "0") else []
 
     def _path(self):
         if os.path.sep in self.binary:
@@ -191,7 +199,7 @@ class Helm(object):
                                           "cannot be run: set helm_binary (uninstall_helm_binary)"
                                           % (stage, "s" if len(found) > 1 else "", ", ".join(found), self.binary))
             return []
-        rc, out, err = self.module.run_command([path, "list", "--all-namespaces", "--all", "--output", "json"],
+        rc, out, err = self.module.run_command([path, "list", "--all-namespaces", "--all", "--output", "json"] + self.flags,
                                                environ_update=self.env)
         if rc != 0:
             self.module.fail_json(msg="helm list failed (rc %d): %s" % (rc, err.strip() or out.strip()))
@@ -199,7 +207,7 @@ class Helm(object):
 
     def uninstall(self, release):
         rc, out, err = self.module.run_command(
-            [self._path(), "uninstall", release["name"], "--namespace", release["namespace"], "--wait"],
+            [self._path(), "uninstall", release["name"], "--namespace", release["namespace"], "--wait"] + self.flags,
             environ_update=self.env)
         if rc != 0 and "not found" not in (err or ""):
             self.module.fail_json(msg="helm uninstall %s in %s failed (rc %d): %s"
