@@ -126,7 +126,12 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     delete_object,
     patch_metadata,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError, describe_api_error
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import (
+    ClusterError,
+    DynamicApiError,
+    NotFoundError,
+    describe_api_error,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, gone
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import object_key
@@ -138,11 +143,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.uninstal
     rules_of,
     summary,
 )
-
-try:
-    from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError
-except ImportError:  # reported by KubegpuModule
-    DynamicApiError = NotFoundError = Exception
 
 HELM_SECRET_SELECTOR = "owner=helm"
 

@@ -183,4 +183,3 @@ def test_uninstall_leaves_the_cluster_as_before_site(cluster):
     print(f"second uninstall in {seconds:.1f} s: {stats['changed']} changed, {len(writes)} writes")
     assert stats["changed"] == 0 and removed(out) == []
     assert writes == [], writes
-
