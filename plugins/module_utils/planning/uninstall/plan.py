@@ -164,7 +164,10 @@ STEPS = {
             _rule("v1", "Secret", "manager", managers=(FIELD_MANAGER,))]),
         ("GPU Operator and NFD operators", _operators("gpu_operator")),
         ("GPU Operator chart", [{"helm": "gpu_operator"}]),
-        ("namespaces the collection created", [_rule("v1", "Namespace", "namespace")]),
+        # A namespace someone else made (say, nvidia-gpu-operator created by hand with its monitoring label, as
+        # NVIDIA's OpenShift guide has it) stays: only the labels the collection's field managers alone set go.
+        ("namespaces the collection created", [_rule("v1", "Namespace", "namespace"),
+                                               _rule("v1", "Namespace", "foreign_namespace")]),
     ],
 }
 
@@ -219,6 +222,8 @@ def _ours(stage, rule, obj, context):
         return bool(our_managers(obj, rule["managers"])) and meta.get("namespace") in context["operator_namespaces"]
     if how == "namespace":
         return labelled_ours(obj)
+    if how == "foreign_namespace":
+        return not labelled_ours(obj) and bool(our_managers(obj, rule["managers"]))
     if how == "node":
         return bool(node_reset(obj))
     raise ValueError("unknown rule %r" % how)
@@ -275,7 +280,7 @@ def plan_stage(stage, listed, releases=()):
                     if key in seen or not _ours(stage, rule, obj, context):
                         continue
                     seen.add(key)
-                    if rule["how"] == "release":
+                    if rule["how"] in ("release", "foreign_namespace"):
                         step["release"].append((obj, our_managers(obj, rule["managers"])))
                     elif rule["how"] == "node":
                         step["nodes"].append((obj, node_reset(obj)))

@@ -144,6 +144,14 @@ def test_the_gpu_operator_stage_ends_with_the_namespaces_we_created():
         ("namespaces the collection created", ["Namespace/nvidia-gpu-operator"])]
 
 
+def test_a_namespace_someone_else_made_stays_and_gets_back_only_our_fields():
+    made_by_hand = obj("Namespace", "nvidia-gpu-operator", labels={"openshift.io/cluster-monitoring": "true"},
+                       managers=("kubectl-create", "kubegpu.platform"))
+    steps = plan_stage("gpu_operator", {("v1", "Namespace"): [made_by_hand, obj("Namespace", "other")]})
+    assert keys(steps) == [("namespaces the collection created", [], ["Namespace/nvidia-gpu-operator"], [], [])]
+    assert steps[0]["release"][0][1] == ["kubegpu.platform"]
+
+
 def test_a_machineset_gives_back_the_template_labels_instead_of_going():
     ms = obj("MachineSet", "gpu-a", "openshift-machine-api", managers=("machine-api", "kubegpu.platform/node-pools"))
     steps = plan_stage("node_pools", {("machine.openshift.io/v1beta1", "MachineSet"): [ms]})
@@ -205,6 +213,6 @@ def test_every_rule_names_a_known_way_to_tell_ours():
     for stage in ORDER:
         for rule in rules_of(stage):
             assert rule["how"] in ("label", "manager", "release", "subscription", "csv", "operator_group",
-                                   "namespace", "node"), rule
+                                   "namespace", "foreign_namespace", "node"), rule
     with pytest.raises(ValueError, match="unknown stage 'report'"):
         plan_stage("report", {})
