@@ -132,9 +132,22 @@ def removed(out) -> list:
             for c in t["hosts"]["localhost"].get("changes") or []]
 
 
+def users_own(dc):
+    """What a user made before site, as NVIDIA's OpenShift guide has it: the GPU Operator's namespace with the
+    cluster-monitoring label, and a ConfigMap of theirs in it. The uninstall must leave both (the snapshot shows it)."""
+    for body in ({"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": "nvidia-gpu-operator", "labels": {"openshift.io/cluster-monitoring": "true"}}},
+                 {"apiVersion": "v1", "kind": "ConfigMap", "data": {"note": "mine"},
+                  "metadata": {"name": "team-notes", "namespace": "nvidia-gpu-operator"}}):
+        api = dc.admin.resources.get(api_version=body["apiVersion"], kind=body["kind"])
+        api.create(body=body, namespace=body["metadata"].get("namespace"), field_manager="kubectl-create")
+
+
 def test_uninstall_leaves_the_cluster_as_before_site(cluster):
     dc = cluster
+    users_own(dc)
     before = snapshot(dc)
+    assert "Namespace//nvidia-gpu-operator" in before
     assert not [k for k in before if k.startswith("ClusterPolicy/")], "a fresh cluster has a ClusterPolicy"
 
     _out, stats, seconds = run(dc, "site")
@@ -155,7 +168,7 @@ def test_uninstall_leaves_the_cluster_as_before_site(cluster):
                 "ClusterQueue/serving", "ResourceClaimTemplate/llm/gpu-80g",
                 "HelmRelease/dra-driver-nvidia-gpu/dra-driver-nvidia-gpu",
                 "ConfigMap/nvidia-gpu-operator/kubegpu-mig-parted-config", "ClusterPolicy/gpu-cluster-policy",
-                "Subscription/nvidia-gpu-operator/gpu-operator-certified", "Namespace/nvidia-gpu-operator",
+                "Subscription/nvidia-gpu-operator/gpu-operator-certified", "Namespace/openshift-nfd",
                 "PrometheusRule/nvidia-gpu-operator/kubegpu-gpu-alerts"):
         assert key in listed, f"{key} not listed by uninstall --check: {listed}"
     # Reverse order of site: monitoring's first, the GPU Operator's last, models before their runtimes.
@@ -175,6 +188,9 @@ def test_uninstall_leaves_the_cluster_as_before_site(cluster):
     # What is kept on purpose is there (the test sees it), and is only that.
     assert any(k.startswith("CustomResourceDefinition/") for k in left), left
     assert "FeatureGate//cluster" in left, left
+    # The user's namespace and ConfigMap stayed (equal to before); the namespaces the collection created went.
+    assert "Namespace//nvidia-gpu-operator" in after and "ConfigMap/nvidia-gpu-operator/team-notes" in after
+    assert "Namespace//openshift-nfd" not in after and "Namespace//openshift-keda" not in after
 
     mark = dc.audit.mark()
     out, stats, seconds = run(dc, "uninstall")
