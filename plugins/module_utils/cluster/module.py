@@ -52,7 +52,11 @@ class Rounds(object):
     CARRIED = ("changes", "approved_plans")   # lists of what a round did, shown by the last round
 
     def __init__(self, params):
-        digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:24]
+        # The cluster is part of the key: with one inventory host per cluster (docs/many-clusters.md) the same task
+        # with the same arguments runs at once against several clusters, each reached through its K8S_AUTH_* env.
+        cluster = sorted((k, v) for k, v in os.environ.items() if k.startswith("K8S_AUTH_") or k == "KUBECONFIG")
+        key = json.dumps([params, cluster], sort_keys=True, default=str)
+        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
         self.path = os.path.join(tempfile.gettempdir(), "kubegpu-wait-{0}.json".format(digest))
         self.state = {"changed": False, "carried": {}, "lines": [], "memory": {}}
         try:

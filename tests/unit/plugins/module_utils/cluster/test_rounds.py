@@ -50,3 +50,16 @@ def test_progress_line_only_for_a_round_that_is_not_over():
     assert progress_line("localhost", {"ready": True, "progress": progress}) is None
     assert progress_line("localhost", {"ready": False, "failed": True, "progress": progress}) is None
     assert progress_line("localhost", {"changed": False}) is None
+
+
+def test_the_same_wait_against_two_clusters_keeps_two_records(tmp_path, monkeypatch):
+    """One inventory host per cluster: identical task arguments, a different K8S_AUTH_* environment."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    monkeypatch.setenv("K8S_AUTH_KUBECONFIG", "/clusters/east")
+    east = Rounds(PARAMS)
+    east.merge({"changed": True, "changes": [{"key": "ClusterPolicy/cp"}], "ready": False}, last=False)
+    monkeypatch.setenv("K8S_AUTH_KUBECONFIG", "/clusters/west")
+    west = Rounds(PARAMS)
+    assert west.path != east.path and west.state["carried"] == {}
+    monkeypatch.setenv("K8S_AUTH_KUBECONFIG", "/clusters/east")
+    assert Rounds(PARAMS).state["carried"]["changes"] == [{"key": "ClusterPolicy/cp"}]
