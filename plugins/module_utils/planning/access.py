@@ -150,6 +150,10 @@ STAGE_RULES = {
         rule([""], ["namespaces"], ("get", "list", "patch"),
              "the cluster-monitoring label on the GPU Operator's namespace (OpenShift)"),
         rule(["console.openshift.io"], ["consoleplugins"], PRUNE, "NVIDIA's GPU console plugin (OpenShift)"),
+        rule(["apps"], ["deployments"], PRUNE, "the console plugin's nginx (OpenShift)"),
+        rule([""], ["services"], PRUNE, "the console plugin's Service (OpenShift)"),
+        rule(["operator.openshift.io"], ["consoles"], ("get", "update"),
+             "enable the plugin in the console's spec.plugins (OpenShift, enable_console_plugin)"),
     ],
     "doctor": [
         rule([""], ["pods"], READ, "GPU pods: OOMKilled, Pending for GPUs, CUDA they require"),
