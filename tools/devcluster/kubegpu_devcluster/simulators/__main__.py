@@ -14,6 +14,7 @@ from .gpu_operator import GpuOperatorSimulator
 from .cert_manager import CertManagerSimulator
 from .keda import KedaSimulator
 from .knative import KnativeSimulator
+from .kueue_operator import KueueOperatorSimulator
 from .kserve import KServeSimulator
 from .mig_manager import MigManagerSimulator
 from .olm import OlmSimulator
@@ -22,7 +23,8 @@ from .openshift_ai import OpenShiftAISimulator
 SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator, "mig-manager": MigManagerSimulator,
               "device-plugin": DevicePluginSimulator, "dra-plugin": DraPluginSimulator,
               "kserve": KServeSimulator, "keda": KedaSimulator, "knative": KnativeSimulator,
-              "cert-manager": CertManagerSimulator, "openshift-ai": OpenShiftAISimulator}
+              "cert-manager": CertManagerSimulator, "openshift-ai": OpenShiftAISimulator,
+              "kueue-operator": KueueOperatorSimulator}
 
 
 def main() -> None:
