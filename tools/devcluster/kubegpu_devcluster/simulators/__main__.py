@@ -12,6 +12,7 @@ from .device_plugin import DevicePluginSimulator
 from .dra_plugin import DraPluginSimulator
 from .gpu_operator import GpuOperatorSimulator
 from .cert_manager import CertManagerSimulator
+from .dcgm_exporter import DcgmExporterSimulator
 from .keda import KedaSimulator
 from .knative import KnativeSimulator
 from .kueue_operator import KueueOperatorSimulator
@@ -24,7 +25,7 @@ SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator, "mig-ma
               "device-plugin": DevicePluginSimulator, "dra-plugin": DraPluginSimulator,
               "kserve": KServeSimulator, "keda": KedaSimulator, "knative": KnativeSimulator,
               "cert-manager": CertManagerSimulator, "openshift-ai": OpenShiftAISimulator,
-              "kueue-operator": KueueOperatorSimulator}
+              "kueue-operator": KueueOperatorSimulator, "dcgm-exporter": DcgmExporterSimulator}
 
 
 def main() -> None:
