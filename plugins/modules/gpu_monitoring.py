@@ -154,6 +154,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitori
     CONSOLE_PLUGIN_NAME,
     OWNED,
     YAML_IMPORT_ERROR,
+    console_plan,
     console_plugins,
     plan_objects,
 )
@@ -210,30 +211,11 @@ def observe(cluster, platform, settings):
 
 
 def console_change(settings, platform, seen):
-    """The console operator's Console with NVIDIA's plugin added to (or, when the stage removes the plugin it
-    installed, taken out of) spec.plugins: (object with the new list, Change) or (None, None), and a warning."""
-    o = settings["openshift"]
+    """console_plan on what observe saw: (Console object with the new spec.plugins, its Change) or (None, None), and
+    a warning or None."""
     installed = key({"kind": "ConsolePlugin", "metadata": {"name": CONSOLE_PLUGIN_NAME}}) in seen["ours"]
-    if platform != OPENSHIFT:
-        return None, None, None
-    if o["console_plugin"] and o["enable_console_plugin"]:
-        enable = True
-    elif not o["console_plugin"] and installed:
-        enable = False
-    else:
-        return None, None, None
-    console = seen["console"]
-    if console is None:
-        return None, None, ("no Console %s (%s): the console operator is not installed (console capability off?), "
-                            "so plugin %s is not enabled" % (OPENSHIFT_CONSOLE_OPERATOR_NAME,
-                                                           OPENSHIFT_CONSOLE_OPERATOR_API, CONSOLE_PLUGIN_NAME)
-                            if enable else None)
-    plugins = console_plugins(console, enable)
-    if plugins is None:
-        return None, None, None
-    obj = {"apiVersion": OPENSHIFT_CONSOLE_OPERATOR_API, "kind": "Console",
-           "metadata": {"name": OPENSHIFT_CONSOLE_OPERATOR_NAME}, "spec": {"plugins": plugins}}
-    return obj, planned_change(obj, console), None
+    obj, warning = console_plan(settings, platform, seen["console"], installed)
+    return obj, (planned_change(obj, seen["console"]) if obj else None), warning
 
 
 def write_console(cluster, obj, check):

@@ -40,6 +40,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     OPENSHIFT_CLUSTER_MONITORING_LABEL,
     OPENSHIFT_CONSOLE_DASHBOARD_LABEL,
     OPENSHIFT_CONSOLE_DASHBOARD_NAMESPACE,
+    OPENSHIFT_CONSOLE_OPERATOR_API,
+    OPENSHIFT_CONSOLE_OPERATOR_NAME,
     OPENSHIFT_MONITORING_CONFIGMAP,
     OPENSHIFT_MONITORING_NAMESPACE,
     OPENSHIFT_SERVING_CERT_ANNOTATION,
@@ -145,6 +147,36 @@ def console_plugins(live_console, enable=True):
     if enable:
         return None if CONSOLE_PLUGIN_NAME in plugins else plugins + [CONSOLE_PLUGIN_NAME]
     return [p for p in plugins if p != CONSOLE_PLUGIN_NAME] if CONSOLE_PLUGIN_NAME in plugins else None
+
+
+def console_plan(settings, platform, live_console, installed):
+    """The console operator's Console to write, or None, and a warning or None.
+
+    OpenShift only. With console_plugin and enable_console_plugin: NVIDIA's plugin added to spec.plugins. With
+    console_plugin off while the stage's ConsolePlugin is still there (installed: it is about to be pruned): its name
+    taken out, so the console does not list a plugin that is gone. Anything else: the list is left alone. No live
+    Console (the console capability off): nothing to write, a warning when the plugin was to be enabled.
+    """
+    o = settings["openshift"]
+    if platform != OPENSHIFT:
+        return None, None
+    if o["console_plugin"] and o["enable_console_plugin"]:
+        enable = True
+    elif not o["console_plugin"] and installed:
+        enable = False
+    else:
+        return None, None
+    if live_console is None:
+        if not enable:
+            return None, None
+        return None, ("no Console %s (%s): the console operator is not installed (console capability off?), so plugin "
+                      "%s is not enabled" % (OPENSHIFT_CONSOLE_OPERATOR_NAME, OPENSHIFT_CONSOLE_OPERATOR_API,
+                                             CONSOLE_PLUGIN_NAME))
+    plugins = console_plugins(live_console, enable)
+    if plugins is None:
+        return None, None
+    return {"apiVersion": OPENSHIFT_CONSOLE_OPERATOR_API, "kind": "Console",
+            "metadata": {"name": OPENSHIFT_CONSOLE_OPERATOR_NAME}, "spec": {"plugins": plugins}}, None
 
 
 def user_workload_configmap(live):

@@ -7,6 +7,7 @@ import yaml
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.dashboard import dashboard_model
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import (
+    console_plan,
     console_plugins,
     plan_objects,
     user_workload_configmap,
@@ -78,6 +79,25 @@ def test_console_plugins_added_to_the_users_list_and_taken_out_alone():
     assert console_plugins(enabled) is None
     assert console_plugins(enabled, enable=False) == ["monitoring-plugin", "acme-plugin"]
     assert console_plugins(live, enable=False) is None
+
+
+def test_console_plan_enables_removes_or_leaves_the_list():
+    live = {"spec": {"plugins": ["acme-plugin"]}}
+    on, off = parse_settings({}), parse_settings({"openshift": {"console_plugin": False}})
+    console, warning = console_plan(on, "openshift", live, installed=False)
+    assert console == {"apiVersion": "operator.openshift.io/v1", "kind": "Console", "metadata": {"name": "cluster"},
+                       "spec": {"plugins": ["acme-plugin", "console-plugin-nvidia-gpu"]}} and warning is None
+    enabled = {"spec": {"plugins": ["acme-plugin", "console-plugin-nvidia-gpu"]}}
+    assert console_plan(on, "openshift", enabled, installed=True) == (None, None)
+    # Turned off: the name leaves the list only while the stage's own ConsolePlugin is there (it is being pruned).
+    assert console_plan(off, "openshift", enabled, installed=True)[0]["spec"]["plugins"] == ["acme-plugin"]
+    assert console_plan(off, "openshift", enabled, installed=False) == (None, None)
+    # Not asked to enable it: the list is the user's.
+    keep = parse_settings({"openshift": {"enable_console_plugin": False}})
+    assert console_plan(keep, "openshift", live, installed=True) == (None, None)
+    assert console_plan(on, "kubernetes", live, installed=False) == (None, None)
+    console, warning = console_plan(on, "openshift", None, installed=False)
+    assert console is None and "console operator is not installed" in warning
 
 
 def test_user_workload_monitoring_only_when_asked_and_keeps_the_rest_of_the_config():
