@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from kubernetes.dynamic.exceptions import ForbiddenError
+from kubernetes.dynamic.exceptions import ForbiddenError, NotFoundError
 
-from conftest import REPO, task_result
+from conftest import REPO, task_result, wait_for
 from kubegpu_devcluster import paths, testing
 
 PLAYBOOK = "playbooks/tenancy.yml"
@@ -250,7 +250,23 @@ def test_tenancy_openshift(cluster):
     accepted by the operator's real CRD, then the queues accepted by Kueue's CRDs the operator brings; check mode
     and the second run write nothing. Same cluster as test_tenancy, on the OpenShift tenancy fleet."""
     dc = cluster
+    # A cluster where Kueue was never installed: test_tenancy's chart brought CRDs the fleet's list lacks
+    # (MultiKueue, ProvisioningRequestConfig), which would keep kueue.x-k8s.io served.
+    crds = dc.admin.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    for crd in crds.get(label_selector="app.kubernetes.io/managed-by=Helm").items:
+        if crd.spec.group == "kueue.x-k8s.io":
+            crds.delete(name=crd.metadata.name)
+    wait_for(lambda: not [c for c in crds.get(label_selector="app.kubernetes.io/managed-by=Helm").items
+                          if c.spec.group == "kueue.x-k8s.io"], what="the Kueue chart's CRDs gone")
     dc.fleet("tenancy-openshift", fresh=True)
+
+    def kueue_served():
+        try:
+            dc.admin.request("GET", "/apis/kueue.x-k8s.io")
+        except NotFoundError:
+            return False
+        return True
+    wait_for(lambda: not kueue_served(), what="kueue.x-k8s.io no longer served")
     started = time.monotonic()
 
     # Check mode on a cluster without Kueue or its operator: the plan names the operator; zero writes.
