@@ -1,11 +1,12 @@
 """The Red Hat build of Kueue's operator (OLM package kueue-operator), as far as the tenancy stage meets it.
 
-Follows openshift/kueue-operator (shared/crds/kueue-operator/SOURCES.md) and Red Hat's "Installing the Red Hat build
-of Kueue": the operator serves nothing of Kueue's own API until its operand exists. Acts for CSVs the OLM simulator
-brought to Succeeded:
+Follows openshift/kueue-operator (tools/devcluster/crds/kueue-operator/SOURCES.md) and Red Hat's
+"Installing the Red Hat build of Kueue": the operator serves nothing of Kueue's own API until its operand exists.
+Acts for CSVs the OLM simulator brought to Succeeded:
 
-- kueue-operator.* Succeeded -> the CRD its bundle owns, Kueue (kueue.openshift.io/v1, shared/crds/kueue-operator),
-  as OLM creates a CSV's owned CRDs once it installs. The CRD itself refuses any name but "cluster" (a CEL rule).
+- kueue-operator.* Succeeded -> the CRD its bundle owns, Kueue (kueue.openshift.io/v1,
+  tools/devcluster/crds/kueue-operator), as OLM creates a CSV's owned CRDs once it installs. The CRD itself
+  refuses any name but "cluster" (a CEL rule).
 - Kueue "cluster" with spec.managementState Managed (Unmanaged/Removed: left alone): the operator deploys Kueue in
   its own namespace (the CSV's): the kueue.x-k8s.io CRDs (shared/crds/kueue), Deployment
   kueue-controller-manager there, then status: conditions Available True / Progressing False / Degraded False,
@@ -39,7 +40,7 @@ class KueueOperatorSimulator(Simulator):
         if kind == "ClusterServiceVersion":
             if obj is not None and obj.metadata.name.startswith(PACKAGE) and \
                     (obj.status or {}).get("phase") == "Succeeded":
-                created = crds.ensure(self.dyn, [paths.crds_dir() / "kueue-operator" / "kueue.openshift.io_kueues.yaml"])
+                created = crds.ensure(self.dyn, crds.group_files(paths.crds_dir(), ["kueue-operator"]))
                 self.dyn.resources.invalidate_cache()
                 if created:
                     log.info("kueue-operator: %s: CRDs %s", obj.metadata.name, ", ".join(created))
