@@ -21,7 +21,12 @@ description:
     Grafana's dashboard sidecar (C(grafana_dashboard=1)), on OpenShift in C(openshift-config-managed) labelled
     C(console.openshift.io/dashboard=true) for the console's Observe > Dashboards.
   - On OpenShift labels the GPU Operator's namespace C(openshift.io/cluster-monitoring=true); only when asked,
-    enables user-workload monitoring (cluster-wide) and writes NVIDIA's C(console-plugin-nvidia-gpu) ConsolePlugin.
+    enables user-workload monitoring (cluster-wide).
+  - On OpenShift (unless C(settings.openshift.console_plugin=false)) installs NVIDIA's GPU console plugin as its
+    chart does - Deployment, Service C(console-plugin-nvidia-gpu) with a serving certificate from the service CA, and
+    the ConsolePlugin - in the GPU Operator's namespace, and (unless C(settings.openshift.enable_console_plugin=false))
+    adds it to the console operator's Console C(cluster) C(spec.plugins), keeping the plugins already there. When
+    the plugin is turned off, its objects are deleted and its name taken out of that list.
   - Every object that differs is validated by the API server with a server-side dry run before the first write, so
     a refusal writes nothing. Objects of earlier runs (labelled C(app.kubernetes.io/managed-by=kubegpu.platform) and
     C(kubegpu.io/monitoring)) no longer wanted are deleted. See docs/monitoring.md.
@@ -36,7 +41,8 @@ options:
         C(gpu_temperature_celsius), C(gpu_temperature_for), C(xid_errors_for), C(mig_config_failed_for),
         C(cluster_policy_not_ready_for), C(pods_pending_for)), C(dashboard) (C(enabled), C(namespace), C(label),
         C(label_value), C(annotations)) and C(openshift) (C(cluster_monitoring), C(user_workload_monitoring),
-        C(console_plugin)). Unknown keys and values out of range are refused. Defaults in docs/monitoring.md.
+        C(console_plugin), C(console_plugin_image), C(enable_console_plugin)). Unknown keys and values out of range
+        are refused. Defaults in docs/monitoring.md.
     type: dict
     default: {}
   platform:
@@ -55,7 +61,9 @@ options:
     elements: dict
     default: []
   prune:
-    description: Delete the stage's objects of earlier runs that are no longer wanted (an alert set or dashboard turned off).
+    description:
+      - Delete the stage's objects of earlier runs that are no longer wanted (an alert set, the dashboard or the
+        console plugin turned off).
     type: bool
     default: true
 extends_documentation_fragment:
@@ -135,14 +143,19 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     delete_object,
     dry_run_apply,
     patch_labels,
+    planned_change,
+    update_object,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import detect_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import CLUSTER_POLICY_API
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import (
+    CONSOLE_PLUGIN_NAME,
     OWNED,
     YAML_IMPORT_ERROR,
+    console_plan,
+    console_plugins,
     plan_objects,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.settings import (
@@ -156,6 +169,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     MONITORING_FIELD_MANAGER,
     MONITORING_LABEL,
     OPENSHIFT,
+    OPENSHIFT_CONSOLE_OPERATOR_API,
+    OPENSHIFT_CONSOLE_OPERATOR_NAME,
     OPENSHIFT_MONITORING_CONFIGMAP,
     OPENSHIFT_MONITORING_NAMESPACE,
 )
@@ -188,7 +203,34 @@ def observe(cluster, platform, settings):
     config = None
     if platform == OPENSHIFT and settings["openshift"]["user_workload_monitoring"]:
         config = cluster.get("v1", "ConfigMap", OPENSHIFT_MONITORING_CONFIGMAP, OPENSHIFT_MONITORING_NAMESPACE)
-    return {"policy": policies[0] if policies else None, "ours": ours, "namespaces": namespaces, "config": config}
+    console = None
+    if platform == OPENSHIFT and cluster.resource(OPENSHIFT_CONSOLE_OPERATOR_API, "Console") is not None:
+        console = cluster.get(OPENSHIFT_CONSOLE_OPERATOR_API, "Console", OPENSHIFT_CONSOLE_OPERATOR_NAME)
+    return {"policy": policies[0] if policies else None, "ours": ours, "namespaces": namespaces, "config": config,
+            "console": console}
+
+
+def console_change(settings, platform, seen):
+    """console_plan on what observe saw: (Console object with the new spec.plugins, its Change) or (None, None), and
+    a warning or None."""
+    installed = key({"kind": "ConsolePlugin", "metadata": {"name": CONSOLE_PLUGIN_NAME}}) in seen["ours"]
+    obj, warning = console_plan(settings, platform, seen["console"], installed)
+    return obj, (planned_change(obj, seen["console"]) if obj else None), warning
+
+
+def write_console(cluster, obj, check):
+    """Read-modify-write of spec.plugins (atomic: apply would take the whole list over); on a conflict the list is
+    read again, so a plugin another writer added in between is kept."""
+    enable = CONSOLE_PLUGIN_NAME in obj["spec"]["plugins"]
+
+    def mutate(live):
+        plugins = console_plugins(live, enable)
+        if plugins is None:
+            return False
+        live.setdefault("spec", {})["plugins"] = plugins
+        return True
+    update_object(cluster, obj["apiVersion"], obj["kind"], obj["metadata"]["name"], mutate,
+                  field_manager=MONITORING_FIELD_MANAGER, check_mode=check)
 
 
 def validate(cluster, writes, namespaces):
@@ -235,9 +277,14 @@ def run(module):
     planned = [(obj, apply_object(cluster, obj, True, current=current.get(key(obj)), current_known=True,
                                   field_manager=MONITORING_FIELD_MANAGER, validate=False)) for obj in desired]
     writes = [obj for obj, change in planned if change.changed]
+    console, console_changed, console_warning = console_change(settings, platform, seen)
+    if console_warning:
+        plan["warnings"].append(console_warning)
     try:
         validate(cluster, writes, seen["namespaces"])
-    except MonitoringError as e:
+        if console is not None:
+            write_console(cluster, console, True)
+    except (MonitoringError, ClusterError) as e:
         module.fail_json(msg=str(e), changed=False)
     changes = []
     missing = sorted(set(o["metadata"]["namespace"] for o in writes
@@ -268,6 +315,12 @@ def run(module):
             apply_object(cluster, obj, False, current=current.get(key(obj)), current_known=True,
                          field_manager=MONITORING_FIELD_MANAGER)
         changes.append(change)
+    if console is not None:
+        # After the ConsolePlugin is applied and before it is pruned: the console never lists a plugin it has no
+        # ConsolePlugin for.
+        if not check:
+            write_console(cluster, console, False)
+        changes.append(console_changed)
     if p["prune"]:
         keep = set(key(obj) for obj in wanted)
         changes.extend(delete_object(cluster, obj, check) for k, obj in sorted(seen["ours"].items()) if k not in keep)

@@ -143,6 +143,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     change_report,
     delete_object,
     dry_run_apply,
+    planned_change,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import detect_platform
@@ -218,9 +219,13 @@ def run(module):
     changes = []
     if params["apply"]:
         # The Red Hat build of Kueue serves kueue.x-k8s.io only once its operand (the Kueue CR) exists.
-        if install["operands"]:
-            changes += [apply_object(cluster, obj, check, field_manager=TENANCY_FIELD_MANAGER)
-                        for obj in install["operands"]]
+        for obj in install["operands"]:
+            if check and cluster.resource(obj["apiVersion"], obj["kind"]) is None:
+                # Check mode before the operator is installed: its CRD is not served, so the operand cannot be
+                # dry-run (the server would only say the kind is missing); the plan shows it as new.
+                changes.append(planned_change(obj, None))
+                continue
+            changes.append(apply_object(cluster, obj, check, field_manager=TENANCY_FIELD_MANAGER))
         if settings.kueue and not served and not check:
             outcome = module.wait_for(Target.custom(KUEUE_GROUP, read=lambda c: c.served_versions(KUEUE_GROUP)),
                                       api_served(KUEUE_GROUP), result)

@@ -234,6 +234,9 @@ CASES = [
      ["kubegpu_monitoring.alerts: unknown key 'gpu_temprature_celsius'", "did you mean 'gpu_temperature_celsius'"]),
     ("monitoring-interval-not-a-duration", MONITORING, monitoring(service_monitor={"interval": "15 seconds"}),
      ["kubegpu_monitoring.service_monitor.interval: '15 seconds' is not a Prometheus duration"]),
+    ("monitoring-console-plugin-image", MONITORING,
+     monitoring(openshift={"console_plugin": True, "console_plugin_image": "quay.io/x/console plugin:0.3"}),
+     ["kubegpu_monitoring.openshift.console_plugin_image: 'quay.io/x/console plugin:0.3' is not an image reference"]),
     # --tags dra on site: the first play is tagged always, so the DRA input is still checked first.
     ("tags-dra-still-checks", SITE, dra(driver={"log_verbosity": "loud"}),
      ["kubegpu_dra.driver.log_verbosity: expected an integer, got 'loud'"], ("fresh", "converged"), ["--tags", "dra"]),

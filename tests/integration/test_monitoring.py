@@ -1,8 +1,11 @@
 """The monitoring stage (playbook monitoring, module gpu_monitoring) against the local cluster, on the OpenShift
 fleet (default) and the Kubernetes fleet: check mode writes nothing, it converges, the real API server accepts every
-object against the upstream CRDs (PrometheusRule and ClusterPolicy with strict field validation, ConsolePlugin), a
-second run changes nothing and writes nothing; on OpenShift also a threshold the user changes reaches the
-PrometheusRule and a dashboard turned off is pruned. Bad input is in test_bad_input.py's table.
+object against the upstream CRDs (PrometheusRule and ClusterPolicy with strict field validation, ConsolePlugin, the
+console operator's Console), a second run changes nothing and writes nothing; on OpenShift also NVIDIA's console
+plugin (Deployment, Service with the service-CA annotation, ConsolePlugin) is installed and added to the Console's
+spec.plugins next to a plugin the user has there, a threshold the user changes reaches the PrometheusRule, and the
+dashboard and the console plugin turned off are pruned (the user's plugin stays listed). Bad input is in
+test_bad_input.py's table.
 
 The stage needs what the gpu_operator stage leaves (the operator's namespace and a ClusterPolicy): a fixture creates
 them as the admin when the session's cluster lacks them (the chart's ClusterPolicy, planning/cluster_policy.py), and
@@ -25,6 +28,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_
 INVENTORY = REPO / "examples" / "demo" / "inventory.yml"
 PLAYBOOK = "playbooks/monitoring.yml"
 RULE, DASHBOARD, PLUGIN = "kubegpu-gpu-alerts", "kubegpu-gpu-dashboard", "console-plugin-nvidia-gpu"
+CONSOLE = "operator.openshift.io/v1"
+USER_PLUGIN = "acme-console-plugin"      # a plugin the user enabled before: the stage keeps it
 # fleet -> (platform, operator namespace, dashboard namespace, dashboard label)
 PROMETHEUS = "monitoring.coreos.com/v1"
 FLEETS = {
@@ -72,10 +77,20 @@ def stage(request, devcluster_session):
         policies.create(body={"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
                               "metadata": {"name": "cluster-policy"}, "spec": chart_spec()})
         created.append(("nvidia.com/v1", "ClusterPolicy", "cluster-policy"))
+    console = get(dc, CONSOLE, "Console", "cluster") if platform == "openshift" else None
+    if console is not None:
+        dc.admin.resources.get(api_version=CONSOLE, kind="Console").patch(
+            name="cluster", body={"spec": {"plugins": [USER_PLUGIN]}}, content_type="application/merge-patch+json")
     yield dc, platform, namespace, dash_ns, label
+    if console is not None:
+        dc.admin.resources.get(api_version=CONSOLE, kind="Console").patch(
+            name="cluster", body={"spec": {"plugins": console["spec"].get("plugins")}},
+            content_type="application/merge-patch+json")
     for api_version, kind, name, ns in ((PROMETHEUS, "PrometheusRule", RULE, namespace),
                                         ("v1", "ConfigMap", DASHBOARD, dash_ns),
-                                        ("console.openshift.io/v1", "ConsolePlugin", PLUGIN, None)):
+                                        ("console.openshift.io/v1", "ConsolePlugin", PLUGIN, None),
+                                        ("apps/v1", "Deployment", PLUGIN, namespace),
+                                        ("v1", "Service", PLUGIN, namespace)):
         try:
             dc.admin.resources.get(api_version=api_version, kind=kind).delete(name=name, namespace=ns)
         except NotFoundError:
@@ -130,15 +145,31 @@ def test_monitoring_converges_idempotent_and_check_mode_writes_nothing(stage):
     if platform == "openshift":
         ns = get(dc, "v1", "Namespace", namespace)
         assert ns["metadata"]["labels"]["openshift.io/cluster-monitoring"] == "true"
+        # NVIDIA's console plugin as its chart installs it, accepted by the API server, and enabled in the console
+        # after the plugin the user had there.
         plugin = get(dc, "console.openshift.io/v1", "ConsolePlugin", PLUGIN)
-        assert plugin["spec"]["backend"]["service"]["namespace"] == namespace
+        assert plugin["spec"]["backend"]["service"] == {"name": PLUGIN, "namespace": namespace, "port": 9443,
+                                                        "basePath": "/"}
+        service = get(dc, "v1", "Service", PLUGIN, namespace)
+        secret = service["metadata"]["annotations"]["service.beta.openshift.io/serving-cert-secret-name"]
+        assert service["spec"]["ports"][0]["port"] == 9443
+        deployment = get(dc, "apps/v1", "Deployment", PLUGIN, namespace)
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["volumes"][0]["secret"]["secretName"] == secret
+        assert pod["containers"][0]["image"].startswith("quay.io/edge-infrastructure/console-plugin-nvidia-gpu:")
+        assert all(deployment["spec"]["template"]["metadata"]["labels"].get(k) == v
+                   for k, v in service["spec"]["selector"].items())
+        assert get(dc, CONSOLE, "Console", "cluster")["spec"]["plugins"] == [USER_PLUGIN, PLUGIN]
+        assert "Console/cluster" in [c["key"] for c in result["changes"]]
     else:
-        assert get(dc, "console.openshift.io/v1", "ConsolePlugin", PLUGIN) is None
+        for api_version, kind, ns in (("console.openshift.io/v1", "ConsolePlugin", None),
+                                      ("apps/v1", "Deployment", namespace), ("v1", "Service", namespace)):
+            assert get(dc, api_version, kind, PLUGIN, ns) is None
 
     # Second run: nothing differs, nothing is written.
     mark = dc.audit.mark()
     out, result, failed = run(dc)
-    assert not failed and out["stats"]["localhost"]["changed"] == 0 and result["changes"] == []
+    assert not failed and out["stats"]["localhost"]["changed"] == 0 and result["changes"] == [], json.dumps(result["changes"])[:3000]
     dc.audit.settle()
     assert dc.audit.writes(mark) == []
 
@@ -148,19 +179,30 @@ def test_monitoring_converges_idempotent_and_check_mode_writes_nothing(stage):
         print(f"\nmonitoring on {platform}: check, converge, idempotence in {time.monotonic() - t0:.1f} s")
         return
 
-    # The user tightens a threshold and turns the dashboard off: the rule's field changes, the dashboard is pruned.
+    # The user tightens a threshold and turns the dashboard and the console plugin off: the rule's field changes,
+    # the dashboard and the plugin's objects are pruned, and the plugin leaves the console's list (the user's stays).
     mark = dc.audit.mark()
-    out, result, failed = run(dc, {"kubegpu_monitoring": {"service_monitor": {"interval": "30s"},
-                                                          "alerts": {"gpu_memory_used_percent": 80,
-                                                                     "gpu_temperature_celsius": 83},
-                                                          "dashboard": {"enabled": False},
-                                                          "openshift": {"console_plugin": platform == "openshift"}}})
+    variables = {"kubegpu_monitoring": {"service_monitor": {"interval": "30s"},
+                                        "alerts": {"gpu_memory_used_percent": 80, "gpu_temperature_celsius": 83},
+                                        "dashboard": {"enabled": False},
+                                        "openshift": {"console_plugin": False}}}
+    out, result, failed = run(dc, variables, "--check")
+    assert not failed, failed
+    planned = sorted(c["key"] for c in result["changes"])
+    dc.audit.settle()
+    assert dc.audit.writes(mark) == []
+    out, result, failed = run(dc, variables)
     assert not failed, failed
     keys = sorted(c["key"] for c in result["changes"])
-    assert keys == sorted(["PrometheusRule/%s/%s" % (namespace, RULE), "ConfigMap/%s/%s" % (dash_ns, DASHBOARD)]), keys
+    assert keys == planned == sorted(["PrometheusRule/%s/%s" % (namespace, RULE), "ConfigMap/%s/%s" % (dash_ns, DASHBOARD),
+                                      "ConsolePlugin/" + PLUGIN, "Deployment/%s/%s" % (namespace, PLUGIN),
+                                      "Service/%s/%s" % (namespace, PLUGIN), "Console/cluster"]), keys
     rule = get(dc, PROMETHEUS, "PrometheusRule", RULE, namespace)
     assert [r["expr"] for r in rule["spec"]["groups"][0]["rules"] if r["alert"] == "GPUMemoryAlmostFull"][0].endswith("> 80")
     assert get(dc, "v1", "ConfigMap", DASHBOARD, dash_ns) is None
+    assert get(dc, "apps/v1", "Deployment", PLUGIN, namespace) is None
+    assert get(dc, "console.openshift.io/v1", "ConsolePlugin", PLUGIN) is None
+    assert get(dc, CONSOLE, "Console", "cluster")["spec"]["plugins"] == [USER_PLUGIN]
     dc.audit.settle()
     assert len(dc.audit.writes(mark)) == len(keys)
     print(f"\nmonitoring on {platform}: check, converge, idempotence, change in {time.monotonic() - t0:.1f} s")

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from kubernetes.dynamic.exceptions import ForbiddenError
+from kubernetes.dynamic.exceptions import ForbiddenError, NotFoundError
 
-from conftest import REPO, task_result
+from conftest import REPO, task_result, wait_for
 from kubegpu_devcluster import paths, testing
 
 PLAYBOOK = "playbooks/tenancy.yml"
@@ -227,3 +227,85 @@ def test_tenancy(cluster, helm_bin):
             "borrowed": 0} in usage
     pods.delete(name="fits", namespace="research", grace_period_seconds=0)
     print(f"test_tenancy: {time.monotonic() - started:.1f} s")
+
+
+def run_openshift(dc, *args):
+    """The tenancy playbook on the OpenShift fleet as a user runs it there: no Helm settings, Kueue through OLM."""
+    variables = {"kubegpu_platform": "openshift", "kubegpu_node_pools": pools("all-1g.10gb"),
+                 "kubegpu_tenancy": {"teams": TEAMS}}
+    t0 = time.monotonic()
+    proc = dc.playbook(PLAYBOOK, "-i", "localhost,", "-c", "local", "-e",
+                       "ansible_python_interpreter={{ ansible_playbook_python }}", "-e", json.dumps(variables), *args,
+                       env={"ANSIBLE_STDOUT_CALLBACK": "json"})
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return out, out["stats"]["localhost"], time.monotonic() - t0
+
+
+def test_tenancy_openshift(cluster):
+    """The OpenShift path (issue 15): the Red Hat build of Kueue installed through OLM (package kueue-operator in
+    openshift-kueue-operator, the OLM simulator's catalog), its operand Kueue "cluster" (kueue.openshift.io/v1)
+    accepted by the operator's real CRD, then the queues accepted by Kueue's CRDs the operator brings; check mode
+    and the second run write nothing. Same cluster as test_tenancy, on the OpenShift tenancy fleet."""
+    dc = cluster
+    # A cluster where Kueue was never installed: test_tenancy's chart brought CRDs the fleet's list lacks
+    # (MultiKueue, ProvisioningRequestConfig), which would keep kueue.x-k8s.io served.
+    crds = dc.admin.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    for crd in crds.get(label_selector="app.kubernetes.io/managed-by=Helm").items:
+        if crd.spec.group == "kueue.x-k8s.io":
+            crds.delete(name=crd.metadata.name)
+    wait_for(lambda: not [c for c in crds.get(label_selector="app.kubernetes.io/managed-by=Helm").items
+                          if c.spec.group == "kueue.x-k8s.io"], what="the Kueue chart's CRDs gone")
+    dc.fleet("tenancy-openshift", fresh=True)
+
+    def kueue_served():
+        try:
+            dc.admin.request("GET", "/apis/kueue.x-k8s.io")
+        except NotFoundError:
+            return False
+        return True
+    wait_for(lambda: not kueue_served(), what="kueue.x-k8s.io no longer served")
+    started = time.monotonic()
+
+    # Check mode on a cluster without Kueue or its operator: the plan names the operator; zero writes.
+    mark = dc.audit.mark()
+    out, stats, seconds = run_openshift(dc, "--check", "--diff")
+    assert not failure(out), (failure(out) or {}).get("msg")
+    plan = task_result(out, "Plan the teams' quotas")
+    assert plan["platform"] == "openshift" and not plan["kueue_served"] and plan["charts"] == []
+    assert [(o["package"], o["namespace"]) for o in plan["operators"]] == [("kueue-operator", "openshift-kueue-operator")]
+    assert dc.audit.writes(mark) == []
+    print(f"\nOpenShift check mode before Kueue: {seconds:.1f} s, 0 writes")
+
+    # Converge: operator installed (Subscription, OperatorGroup for all namespaces, CSV Succeeded), the operand
+    # written, Kueue's API served, the queues accepted.
+    mark = dc.audit.mark()
+    out, stats, seconds = run_openshift(dc)
+    assert not failure(out), (failure(out) or {}).get("msg")
+    print(f"OpenShift converged in {seconds:.1f} s with {len(dc.audit.writes(mark))} writes")
+    ns = "openshift-kueue-operator"
+    subs = listed(dc, "Subscription", "operators.coreos.com/v1alpha1", namespace=ns)
+    assert [s["spec"]["name"] for s in subs.values()] == ["kueue-operator"]
+    groups = listed(dc, "OperatorGroup", "operators.coreos.com/v1", namespace=ns)
+    assert [g["spec"].get("targetNamespaces") for g in groups.values()] == [None]    # AllNamespaces
+    csvs = listed(dc, "ClusterServiceVersion", "operators.coreos.com/v1alpha1", namespace=ns)
+    assert [c["status"]["phase"] for c in csvs.values()] == ["Succeeded"]
+    kueue = dc.admin.resources.get(api_version="kueue.openshift.io/v1", kind="Kueue").get(name="cluster").to_dict()
+    assert kueue["spec"]["managementState"] == "Managed"
+    assert kueue["spec"]["config"]["integrations"]["frameworks"] == ["BatchJob", "Pod", "Deployment", "StatefulSet"]
+    queues = listed(dc, "ClusterQueue")
+    assert sorted(queues) == ["batch", "research", "unassigned"]
+    assert sorted(listed(dc, "LocalQueue")) == [("batch", "batch"), ("research", "research"),
+                                                ("research-dev", "research")]
+    assert nominal(queues) == capacity(out)
+
+    # Second run and check mode: nothing changes, nothing written.
+    for args in ((), ("--check",)):
+        mark = dc.audit.mark()
+        again, stats, seconds = run_openshift(dc, *args)
+        assert not failure(again), (failure(again) or {}).get("msg")
+        assert stats["changed"] == 0, changed(again)
+        assert dc.audit.writes(mark) == []
+    print(f"test_tenancy_openshift: {time.monotonic() - started:.1f} s")

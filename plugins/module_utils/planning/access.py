@@ -152,6 +152,10 @@ STAGE_RULES = {
         rule([""], ["namespaces"], ("get", "list", "patch"),
              "the cluster-monitoring label on the GPU Operator's namespace (OpenShift)"),
         rule(["console.openshift.io"], ["consoleplugins"], PRUNE, "NVIDIA's GPU console plugin (OpenShift)"),
+        rule(["apps"], ["deployments"], PRUNE, "the console plugin's nginx (OpenShift)"),
+        rule([""], ["services"], PRUNE, "the console plugin's Service (OpenShift)"),
+        rule(["operator.openshift.io"], ["consoles"], ("get", "update"),
+             "enable the plugin in the console's spec.plugins (OpenShift, enable_console_plugin)"),
     ],
     # Deletes what the stages wrote (planning/uninstall/plan.py), gives back the node labels and MachineSet template
     # labels, and uninstalls the stages' Helm releases (the charts' objects: the same rules as their install).

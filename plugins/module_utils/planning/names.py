@@ -54,6 +54,11 @@ OPENSHIFT_CLUSTER_MONITORING_LABEL = "openshift.io/cluster-monitoring"
 # OpenShift's monitoring configuration (enableUserWorkload) lives in this ConfigMap's config.yaml.
 OPENSHIFT_MONITORING_NAMESPACE = "openshift-monitoring"
 OPENSHIFT_MONITORING_CONFIGMAP = "cluster-monitoring-config"
+# NVIDIA's GPU console plugin: OpenShift's service CA writes a serving certificate into the Secret this Service
+# annotation names; the console operator's Console "cluster" lists the plugins the console loads.
+OPENSHIFT_SERVING_CERT_ANNOTATION = "service.beta.openshift.io/serving-cert-secret-name"
+OPENSHIFT_CONSOLE_OPERATOR_API = "operator.openshift.io/v1"
+OPENSHIFT_CONSOLE_OPERATOR_NAME = "cluster"
 
 # --- Our annotations (kubegpu.io) ------------------------------------------------------------------------------
 # On a node: its physical GPU count, recorded with its first change (GFD's gpu.count stops telling it under MIG
@@ -189,6 +194,7 @@ LABELS = (POOL_LABEL, CLAIM_TEMPLATE_LABEL, SERVING_MODEL_LABEL, SERVING_RUNTIME
           DEVICE_PLUGIN_DEPLOY_LABEL, DRIVER_DEPLOY_LABEL, DRA_PLUGIN_LABEL,
           DRIVER_VERSION_LABEL, CUDA_RUNTIME_VERSION_LABEL, REPLICAS_LABEL, DCGM_EXPORTER_DEPLOY_LABEL,
           TEAM_LABEL, KUEUE_QUEUE_LABEL, KUEUE_PRIORITY_LABEL) + PCI_PRESENT_LABELS
-ANNOTATIONS = (GPU_COUNT_ANNOTATION, DRAINED_ANNOTATION, DEVICE_PLUGIN_CONFIG_ANNOTATION, MACHINE_ANNOTATION)
+ANNOTATIONS = (GPU_COUNT_ANNOTATION, DRAINED_ANNOTATION, DEVICE_PLUGIN_CONFIG_ANNOTATION, MACHINE_ANNOTATION,
+               OPENSHIFT_SERVING_CERT_ANNOTATION)
 FIELD_MANAGERS = (FIELD_MANAGER, NODE_POOLS_FIELD_MANAGER, DRA_FIELD_MANAGER, SERVING_FIELD_MANAGER,
                   MONITORING_FIELD_MANAGER, TENANCY_FIELD_MANAGER, REPORT_FIELD_MANAGER)

@@ -17,11 +17,19 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 OWN_CRDS = [DEVCLUSTER_ROOT / "catalog" / "packages.operators.coreos.com_packagemanifests.yaml"]
 
 
+def _with_own(folder: Path, pattern: str) -> list:
+    """The CRD files under `folder` matching `pattern`, plus those of paths.own_crds_dir() that it lacks."""
+    files = sorted(folder.glob(pattern))
+    have = {p.relative_to(folder) for p in files}
+    own = paths.own_crds_dir()
+    return files + sorted(p for p in own.glob(pattern) if p.relative_to(own) not in have)
+
+
 def crd_files(folder: Path) -> list:
-    files = sorted(p for p in folder.glob("*/*.yaml"))
+    files = sorted(folder.glob("*/*.yaml"))
     if not files:
         raise RuntimeError(f"no CRDs under {folder}: set KUBEGPU_CRDS_DIR or run tools/devcluster/fetch-crds.sh")
-    return files + OWN_CRDS
+    return _with_own(folder, "*/*.yaml") + OWN_CRDS
 
 
 def crd_name(path: Path) -> str:
@@ -54,7 +62,7 @@ def save_seed(etcd_data: Path, seed: Path) -> None:
 
 def group_files(folder: Path, groups) -> list:
     """The CRD files of some folders of the CRD tree (e.g. ["kserve", "keda"])."""
-    return sorted(p for g in groups for p in (folder / g).glob("*.yaml"))
+    return sorted(p for g in groups for p in _with_own(folder, f"{g}/*.yaml"))
 
 
 def remove(dyn, folder: Path, groups, timeout: float = 120) -> int:

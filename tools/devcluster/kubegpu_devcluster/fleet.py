@@ -201,6 +201,9 @@ def openshift_identity(fleet: Fleet, server: str) -> list:
           "etcdDiscoveryDomain": ""}),
         ({"apiVersion": "config.openshift.io/v1", "kind": "FeatureGate", "metadata": {"name": "cluster"},
           "spec": {}}, None),
+        # The console operator's configuration, as the operator creates it; spec.plugins lists the console's plugins.
+        ({"apiVersion": "operator.openshift.io/v1", "kind": "Console", "metadata": {"name": "cluster"},
+          "spec": {"managementState": "Managed", "logLevel": "Normal", "operatorLogLevel": "Normal"}}, None),
     ]
 
 
@@ -259,8 +262,11 @@ def reset(dyn) -> None:
                 api.delete(name=item.metadata.name, namespace=namespace)
             except NotFoundError:
                 pass
-    for kind, name in (("ClusterVersion", "version"), ("Infrastructure", "cluster"), ("FeatureGate", "cluster")):
+    for api_version, kind, name in (("config.openshift.io/v1", "ClusterVersion", "version"),
+                                    ("config.openshift.io/v1", "Infrastructure", "cluster"),
+                                    ("config.openshift.io/v1", "FeatureGate", "cluster"),
+                                    ("operator.openshift.io/v1", "Console", "cluster")):
         try:
-            dyn.resources.get(api_version="config.openshift.io/v1", kind=kind).delete(name=name)
+            dyn.resources.get(api_version=api_version, kind=kind).delete(name=name)
         except (NotFoundError, ResourceNotFoundError):
             pass

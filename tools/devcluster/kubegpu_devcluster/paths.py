@@ -18,6 +18,13 @@ def crds_dir() -> Path:
     return Path(os.environ.get("KUBEGPU_CRDS_DIR", REPO_ROOT.parent / "shared" / "crds")).resolve()
 
 
+def own_crds_dir() -> Path:
+    """Upstream CRDs that the workspace's shared/crds lacks (the console operator's Console, the Red Hat build of
+    Kueue's operand), copied byte for byte at pinned commits (crd-sources.tsv, SOURCES.md beside them). A file of
+    the same folder and name under crds_dir() wins."""
+    return DEVCLUSTER_ROOT / "crds"
+
+
 def charts_dir() -> Path:
     """Upstream Helm charts: ../shared/charts beside the repository, or KUBEGPU_CHARTS_DIR (see fetch-charts.sh)."""
     return Path(os.environ.get("KUBEGPU_CHARTS_DIR", REPO_ROOT.parent / "shared" / "charts")).resolve()

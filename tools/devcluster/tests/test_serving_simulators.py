@@ -213,7 +213,8 @@ def test_unknown_runtime_and_unschedulable_pod_fail_with_reasons(sc):
 
 def _install_knative(sc: Cluster) -> None:
     """What Knative Serving's install brings: its CRDs and the knative-serving ConfigMaps."""
-    others = [d.name for d in paths.crds_dir().iterdir() if d.is_dir() and d.name != "knative"]
+    others = sorted({d.name for root in (paths.crds_dir(), paths.own_crds_dir()) for d in root.iterdir()
+                     if d.is_dir()} - {"knative"})
     crds.load(sc.admin, paths.crds_dir(), skip=others)
     sc.admin.resources.invalidate_cache()
     sc.api("v1", "Namespace").create(body={"apiVersion": "v1", "kind": "Namespace",

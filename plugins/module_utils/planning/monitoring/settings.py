@@ -73,9 +73,15 @@ OPTIONS = {
         "cluster_monitoring": {"type": "bool", "default": True},
         # Cluster-wide: set enableUserWorkload in openshift-monitoring/cluster-monitoring-config. Only on request.
         "user_workload_monitoring": {"type": "bool", "default": False},
-        # The ConsolePlugin of NVIDIA's console-plugin-nvidia-gpu chart (the chart's Deployment and Service are not
-        # installed by the collection: docs/monitoring.md).
-        "console_plugin": {"type": "bool", "default": False},
+        # NVIDIA's GPU console plugin as its chart (rh-ecosystem-edge/console-plugin-nvidia-gpu) installs it: the
+        # Deployment serving it, its Service (certificate from the service CA) and the ConsolePlugin.
+        "console_plugin": {"type": "bool", "default": True},
+        # The plugin's image; 0.3 serves OpenShift 4.19 and later (0.2.6 before).
+        "console_plugin_image": {"type": "str",
+                                 "default": "quay.io/edge-infrastructure/console-plugin-nvidia-gpu:release-0.3.0"},
+        # Cluster-wide: add the plugin to the console operator's Console "cluster" spec.plugins (kept with the
+        # others there), so that every console user sees it. NVIDIA's guide enables it; false leaves the list alone.
+        "enable_console_plugin": {"type": "bool", "default": True},
     }},
 }
 
@@ -84,6 +90,8 @@ LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# An image reference: registry/path[:tag][@digest], no spaces.
+IMAGE = re.compile(r"^[a-z0-9][a-z0-9._-]*(:[0-9]+)?(/[a-z0-9._-]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$")
 
 
 def defaults(options=None):
@@ -129,7 +137,8 @@ def _normalised(settings):
     for key in ("enabled", "honor_labels"):
         settings["service_monitor"][key] = _bool(settings["service_monitor"][key])
     for section, keys in (("alerts", ("enabled",)), ("dashboard", ("enabled",)),
-                          ("openshift", ("cluster_monitoring", "user_workload_monitoring", "console_plugin"))):
+                          ("openshift", ("cluster_monitoring", "user_workload_monitoring", "console_plugin",
+                                         "enable_console_plugin"))):
         for key in keys:
             settings[section][key] = _bool(settings[section][key])
     return settings
@@ -182,6 +191,10 @@ def settings_problems(raw, path="kubegpu_monitoring"):
         problems.extend(_label_problems("%s.%s.label" % (path, section), {label: value} if label else {}))
         if value and not label:
             problems.append("%s.%s.label_value: set with no label; set dashboard.label too" % (path, section))
+    image = settings["openshift"]["console_plugin_image"]
+    if not isinstance(image, str) or not IMAGE.match(image):
+        problems.append("%s.openshift.console_plugin_image: %r is not an image reference; valid: e.g. "
+                        "quay.io/edge-infrastructure/console-plugin-nvidia-gpu:release-0.3.0" % (path, image))
     namespace = settings["namespace"]
     if namespace and not NAMESPACE.match(namespace):
         problems.append("%s.namespace: %r is not a namespace name (lowercase letters, digits and -)" % (path, namespace))

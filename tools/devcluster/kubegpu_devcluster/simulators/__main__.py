@@ -12,8 +12,10 @@ from .device_plugin import DevicePluginSimulator
 from .dra_plugin import DraPluginSimulator
 from .gpu_operator import GpuOperatorSimulator
 from .cert_manager import CertManagerSimulator
+from .dcgm_exporter import DcgmExporterSimulator
 from .keda import KedaSimulator
 from .knative import KnativeSimulator
+from .kueue_operator import KueueOperatorSimulator
 from .kserve import KServeSimulator
 from .mig_manager import MigManagerSimulator
 from .olm import OlmSimulator
@@ -22,7 +24,8 @@ from .openshift_ai import OpenShiftAISimulator
 SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator, "mig-manager": MigManagerSimulator,
               "device-plugin": DevicePluginSimulator, "dra-plugin": DraPluginSimulator,
               "kserve": KServeSimulator, "keda": KedaSimulator, "knative": KnativeSimulator,
-              "cert-manager": CertManagerSimulator, "openshift-ai": OpenShiftAISimulator}
+              "cert-manager": CertManagerSimulator, "openshift-ai": OpenShiftAISimulator,
+              "kueue-operator": KueueOperatorSimulator, "dcgm-exporter": DcgmExporterSimulator}
 
 
 def main() -> None:

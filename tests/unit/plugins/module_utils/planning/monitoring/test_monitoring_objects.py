@@ -7,6 +7,8 @@ import yaml
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.dashboard import dashboard_model
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import (
+    console_plan,
+    console_plugins,
     plan_objects,
     user_workload_configmap,
 )
@@ -35,15 +37,67 @@ def test_kubernetes_rule_and_grafana_dashboard_in_the_operator_namespace():
 
 
 def test_openshift_labels_the_namespace_and_uses_the_console_dashboard():
-    plan = plan_objects(parse_settings({"openshift": {"console_plugin": True}}), "openshift", "nvidia-gpu-operator",
-                        "gpu-cluster-policy")
+    plan = plan_objects(parse_settings({}), "openshift", "nvidia-gpu-operator", "gpu-cluster-policy")
     assert plan["namespace_labels"] == {"nvidia-gpu-operator": {"openshift.io/cluster-monitoring": "true"}}
     assert kinds(plan) == [("PrometheusRule", "nvidia-gpu-operator", "kubegpu-gpu-alerts"),
                            ("ConfigMap", "openshift-config-managed", "kubegpu-gpu-dashboard"),
+                           ("Service", "nvidia-gpu-operator", "console-plugin-nvidia-gpu"),
+                           ("Deployment", "nvidia-gpu-operator", "console-plugin-nvidia-gpu"),
                            ("ConsolePlugin", None, "console-plugin-nvidia-gpu")]
     assert plan["objects"][1]["metadata"]["labels"]["console.openshift.io/dashboard"] == "true"
-    assert plan["objects"][2]["spec"]["backend"]["service"]["namespace"] == "nvidia-gpu-operator"
-    assert any("does not install" in w for w in plan["warnings"])
+    assert plan["warnings"] == []
+
+
+def test_console_plugin_as_nvidias_chart_serves_it():
+    settings = parse_settings({"openshift": {"console_plugin_image": "registry.example.com/nvidia/plugin:0.3.0"}})
+    service, deployment, plugin = plan_objects(settings, "openshift", "gpu-ns", "p")["objects"][2:]
+    # The ConsolePlugin's backend is the Service; the Service's port reaches the container's, and the service CA
+    # writes the certificate into the Secret the pod mounts where the image's nginx reads it.
+    backend = plugin["spec"]["backend"]["service"]
+    assert (backend["name"], backend["namespace"], backend["port"]) == (service["metadata"]["name"], "gpu-ns", 9443)
+    assert service["spec"]["ports"][0]["port"] == 9443 and service["spec"]["ports"][0]["targetPort"] == 9443
+    pod = deployment["spec"]["template"]
+    assert pod["spec"]["containers"][0]["ports"][0]["containerPort"] == 9443
+    assert pod["spec"]["containers"][0]["image"] == "registry.example.com/nvidia/plugin:0.3.0"
+    assert all(pod["metadata"]["labels"][k] == v for k, v in service["spec"]["selector"].items())
+    assert deployment["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
+    secret = service["metadata"]["annotations"]["service.beta.openshift.io/serving-cert-secret-name"]
+    assert pod["spec"]["volumes"][0]["secret"]["secretName"] == secret
+    assert pod["spec"]["containers"][0]["volumeMounts"][0]["mountPath"] == "/var/serving-cert"
+    off = parse_settings({"openshift": {"console_plugin": False}})
+    assert len(plan_objects(off, "openshift", "gpu-ns", "p")["objects"]) == 2
+    # Kubernetes: no console; the OpenShift defaults raise no warning, a value the user set does.
+    assert plan_objects(parse_settings({}), "kubernetes", "gpu-operator", "p")["warnings"] == []
+    assert plan_objects(off, "kubernetes", "gpu-operator", "p")["warnings"]
+
+
+def test_console_plugins_added_to_the_users_list_and_taken_out_alone():
+    live = {"spec": {"plugins": ["monitoring-plugin", "acme-plugin"]}}
+    assert console_plugins(live) == ["monitoring-plugin", "acme-plugin", "console-plugin-nvidia-gpu"]
+    assert console_plugins({"spec": {}}) == ["console-plugin-nvidia-gpu"]
+    enabled = {"spec": {"plugins": ["monitoring-plugin", "console-plugin-nvidia-gpu", "acme-plugin"]}}
+    assert console_plugins(enabled) is None
+    assert console_plugins(enabled, enable=False) == ["monitoring-plugin", "acme-plugin"]
+    assert console_plugins(live, enable=False) is None
+
+
+def test_console_plan_enables_removes_or_leaves_the_list():
+    live = {"spec": {"plugins": ["acme-plugin"]}}
+    on, off = parse_settings({}), parse_settings({"openshift": {"console_plugin": False}})
+    console, warning = console_plan(on, "openshift", live, installed=False)
+    assert console == {"apiVersion": "operator.openshift.io/v1", "kind": "Console", "metadata": {"name": "cluster"},
+                       "spec": {"plugins": ["acme-plugin", "console-plugin-nvidia-gpu"]}} and warning is None
+    enabled = {"spec": {"plugins": ["acme-plugin", "console-plugin-nvidia-gpu"]}}
+    assert console_plan(on, "openshift", enabled, installed=True) == (None, None)
+    # Turned off: the name leaves the list only while the stage's own ConsolePlugin is there (it is being pruned).
+    assert console_plan(off, "openshift", enabled, installed=True)[0]["spec"]["plugins"] == ["acme-plugin"]
+    assert console_plan(off, "openshift", enabled, installed=False) == (None, None)
+    # Not asked to enable it: the list is the user's.
+    keep = parse_settings({"openshift": {"enable_console_plugin": False}})
+    assert console_plan(keep, "openshift", live, installed=True) == (None, None)
+    assert console_plan(on, "kubernetes", live, installed=False) == (None, None)
+    console, warning = console_plan(on, "openshift", None, installed=False)
+    assert console is None and "console operator is not installed" in warning
 
 
 def test_user_workload_monitoring_only_when_asked_and_keeps_the_rest_of_the_config():

@@ -16,7 +16,9 @@ def test_defaults_are_the_documented_ones():
     assert s["alerts"]["gpu_memory_used_percent"] == 90 and s["alerts"]["gpu_memory_used_for"] == "5m"
     assert s["alerts"]["gpu_idle_percent"] == 20 and s["alerts"]["gpu_idle_for"] == "10m"
     assert s["service_monitor"] == {"enabled": True, "interval": "15s", "honor_labels": False, "additional_labels": {}}
-    assert s["openshift"] == {"cluster_monitoring": True, "user_workload_monitoring": False, "console_plugin": False}
+    assert s["openshift"] == {"cluster_monitoring": True, "user_workload_monitoring": False, "console_plugin": True,
+                              "console_plugin_image": "quay.io/edge-infrastructure/console-plugin-nvidia-gpu:release-0.3.0",
+                              "enable_console_plugin": True}
     assert s == parse_settings(defaults())
     assert all(s["alerts"][key] == default for key, (default, low, high, unit) in THRESHOLDS.items())
 
@@ -35,6 +37,8 @@ def test_defaults_are_the_documented_ones():
     ({"service_monitor": {"additional_labels": {"bad key!": "x"}}}, "'bad key!' is not a valid label key"),
     ({"dashboard": {"namespace": "Grafana"}}, "kubegpu_monitoring.dashboard.namespace: 'Grafana' is not a namespace"),
     ({"dashboard": {"label_value": "1"}}, "kubegpu_monitoring.dashboard.label_value: set with no label"),
+    ({"openshift": {"console_plugin_image": "quay.io/x/plugin:bad tag"}},
+     "kubegpu_monitoring.openshift.console_plugin_image: 'quay.io/x/plugin:bad tag' is not an image reference"),
     ({"alerts": {"gpu_memory_percent": 95}}, "kubegpu_monitoring.alerts: unknown key 'gpu_memory_percent' (did you mean "
                                              "'gpu_memory_used_percent'?)"),
 ])
