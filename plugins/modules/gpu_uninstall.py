@@ -125,6 +125,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     change_report,
     delete_object,
     patch_metadata,
+    update_object,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import (
     ClusterError,
@@ -134,6 +135,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, gone
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import console_plugins
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import MONITORING_FIELD_MANAGER
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import object_key
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.uninstall.plan import (
     CHARTS,
@@ -248,6 +251,24 @@ def _reader(objects):
     return read
 
 
+def remove_console_plugin(cluster, console, check):
+    """NVIDIA's plugin out of the Console's spec.plugins, read-modify-write (the list is shared with the user's
+    plugins and atomic for apply); a conflict re-reads, so a plugin another writer added meanwhile stays."""
+    meta = console["metadata"]
+
+    def mutate(live):
+        plugins = console_plugins(live, enable=False)
+        if plugins is None:
+            return False
+        live.setdefault("spec", {})["plugins"] = plugins
+        return True
+    before = {"spec": {"plugins": list((console.get("spec") or {}).get("plugins") or [])}}
+    after = {"spec": {"plugins": console_plugins(console, enable=False)}}
+    sent = update_object(cluster, console["apiVersion"], console["kind"], meta["name"], mutate,
+                         field_manager=MONITORING_FIELD_MANAGER, check_mode=check)
+    return Change(console["kind"], meta["name"], None, ["spec.plugins"] if sent or check else [], before, after)
+
+
 def run(module):
     cluster, check, p = module.cluster, module.check_mode, module.params
     stage = p["stage"]
@@ -271,6 +292,8 @@ def run(module):
                                           meta.get("annotations") or {}))
         for obj, managers in step["release"]:
             changes.extend(release_fields(cluster, obj, manager, check) for manager in managers)
+        for console in step["plugins"]:
+            changes.append(remove_console_plugin(cluster, console, check))
         for release in step["helm"]:
             changes.append(Change("HelmRelease", release["name"], release["namespace"], ["(uninstalled)"],
                                   before={"metadata": {"name": release["name"], "namespace": release["namespace"]}}))

@@ -185,6 +185,10 @@ STAGE_RULES = {
         rule(["nfd.openshift.io"], ["nodefeaturediscoveries"], PRUNE, "Node Feature Discovery's instance (OpenShift)"),
         rule(["monitoring.coreos.com"], ["prometheusrules"], PRUNE, "the GPU alert rules"),
         rule(["console.openshift.io"], ["consoleplugins"], PRUNE, "NVIDIA's GPU console plugin (OpenShift)"),
+        rule(["apps"], ["deployments"], PRUNE, "the console plugin's nginx (OpenShift)"),
+        rule([""], ["services"], PRUNE, "the console plugin's Service (OpenShift)"),
+        rule(["operator.openshift.io"], ["consoles"], ("get", "list", "update"),
+             "take the plugin out of the console's spec.plugins (OpenShift)"),
         rule(["machine.openshift.io"], ["machinesets"], ("list", "get", "patch"), "pool labels on MachineSet templates"),
     ],
     "doctor": [

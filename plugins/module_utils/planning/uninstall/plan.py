@@ -41,14 +41,17 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     FIELD_MANAGER,
     FIELD_MANAGERS,
     GPU_COUNT_ANNOTATION,
+    MONITORING_FIELD_MANAGER,
     MONITORING_LABEL,
     NODE_POOLS_FIELD_MANAGER,
+    OPENSHIFT_CONSOLE_OPERATOR_API,
     POOL_LABEL,
     SERVING_FIELD_MANAGER,
     SERVING_MODEL_LABEL,
     SERVING_RUNTIME_LABEL,
     TEAM_LABEL,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import console_plugins
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import object_key
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.platform import (
     CMA,
@@ -111,10 +114,16 @@ def _operators(stage):
 # stage -> [(step title, [rule])], in deletion order.
 STEPS = {
     "monitoring": [
+        # First, so the console never lists a plugin it has no ConsolePlugin for. The list is shared with the user's
+        # plugins: only NVIDIA's name goes, and only from a Console the monitoring stage wrote.
+        ("console plugin taken out of the console's plugins", [
+            _rule(OPENSHIFT_CONSOLE_OPERATOR_API, "Console", "console", managers=(MONITORING_FIELD_MANAGER,))]),
         ("alert rules, dashboard and console plugin", [
             _rule("monitoring.coreos.com/v1", "PrometheusRule", "label", MONITORING_LABEL),
             _rule("v1", "ConfigMap", "label", MONITORING_LABEL),
-            _rule("console.openshift.io/v1", "ConsolePlugin", "label", MONITORING_LABEL)]),
+            _rule("console.openshift.io/v1", "ConsolePlugin", "label", MONITORING_LABEL),
+            _rule("apps/v1", "Deployment", "label", MONITORING_LABEL),
+            _rule("v1", "Service", "label", MONITORING_LABEL)]),
     ],
     "serving": [
         ("models", [_rule("serving.kserve.io/v1beta1", "InferenceService", "label", SERVING_MODEL_LABEL)]),
@@ -226,6 +235,8 @@ def _ours(stage, rule, obj, context):
         return not labelled_ours(obj) and bool(our_managers(obj, rule["managers"]))
     if how == "node":
         return bool(node_reset(obj))
+    if how == "console":
+        return console_plugins(obj, enable=False) is not None and bool(our_managers(obj, rule["managers"]))
     raise ValueError("unknown rule %r" % how)
 
 
@@ -259,7 +270,7 @@ def plan_stage(stage, listed, releases=()):
     does not serve is absent or empty); one object served in several versions is taken once.
     releases: the cluster's Helm releases (`helm list -A -o json`).
     Returns [{"title", "delete": [object], "release": [(object, [manager])], "nodes": [(node, node_reset)],
-    "helm": [release]}], steps with
+    "helm": [release], "plugins": [Console to take NVIDIA's plugin out of]}], steps with
     nothing to do left out; objects already being deleted (deletionTimestamp) are listed to be waited for.
     """
     if stage not in STEPS:
@@ -267,7 +278,7 @@ def plan_stage(stage, listed, releases=()):
     context = {"csvs": set(), "operator_namespaces": set()}
     steps = []
     for title, rules in STEPS[stage]:
-        step = {"title": title, "delete": [], "release": [], "helm": [], "nodes": []}
+        step = {"title": title, "delete": [], "release": [], "helm": [], "nodes": [], "plugins": []}
         seen = set()
         for rule in rules:
             if "helm" in rule:
@@ -284,11 +295,13 @@ def plan_stage(stage, listed, releases=()):
                         step["release"].append((obj, our_managers(obj, rule["managers"])))
                     elif rule["how"] == "node":
                         step["nodes"].append((obj, node_reset(obj)))
+                    elif rule["how"] == "console":
+                        step["plugins"].append(obj)
                     else:
                         step["delete"].append(obj)
                     if rule["how"] == "subscription":
                         _note_subscription(obj, context)
-        if step["delete"] or step["release"] or step["helm"] or step["nodes"]:
+        if any(step[k] for k in ("delete", "release", "helm", "nodes", "plugins")):
             steps.append(step)
     return steps
 
@@ -305,9 +318,10 @@ def _note_subscription(sub, context):
 
 def summary(steps):
     """Keys per step for the result: [{"step", "delete": [key], "release": [key], "nodes": [key],
-    "helm": ["ns/name"]}]."""
+    "helm": ["ns/name"]}]; a Console whose list loses NVIDIA's plugin counts as fields given back (release)."""
     return [{"step": s["title"], "delete": [_key(o) for o in s["delete"]],
-             "release": [_key(o) for o, dummy in s["release"]], "nodes": [_key(o) for o, dummy in s["nodes"]],
+             "release": [_key(o) for o, dummy in s["release"]] + [_key(o) for o in s["plugins"]],
+             "nodes": [_key(o) for o, dummy in s["nodes"]],
              "helm": ["%s/%s" % (r["namespace"], r["name"]) for r in s["helm"]]} for s in steps]
 
 

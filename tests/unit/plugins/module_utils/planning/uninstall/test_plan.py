@@ -213,6 +213,35 @@ def test_every_rule_names_a_known_way_to_tell_ours():
     for stage in ORDER:
         for rule in rules_of(stage):
             assert rule["how"] in ("label", "manager", "release", "subscription", "csv", "operator_group",
-                                   "namespace", "foreign_namespace", "node"), rule
+                                   "namespace", "foreign_namespace", "node", "console"), rule
     with pytest.raises(ValueError, match="unknown stage 'report'"):
         plan_stage("report", {})
+
+
+def test_monitoring_takes_nvidias_plugin_out_of_the_console_first_then_deletes_the_plugins_objects():
+    labels = dict(OURS, **{"kubegpu.io/monitoring": "console-plugin"})
+    console = obj("Console", "cluster", managers=("kubegpu.platform/monitoring",),
+                  spec={"plugins": ["users-plugin", "console-plugin-nvidia-gpu"]})
+    listed = {("operator.openshift.io/v1", "Console"): [console],
+              ("apps/v1", "Deployment"): [obj("Deployment", "console-plugin-nvidia-gpu", "nvidia-gpu-operator",
+                                              labels=labels),
+                                          obj("Deployment", "users-app", "nvidia-gpu-operator")],
+              ("v1", "Service"): [obj("Service", "console-plugin-nvidia-gpu", "nvidia-gpu-operator", labels=labels)],
+              ("console.openshift.io/v1", "ConsolePlugin"): [obj("ConsolePlugin", "console-plugin-nvidia-gpu",
+                                                                 labels=labels)]}
+    steps = plan_stage("monitoring", listed)
+    assert keys(steps) == [
+        ("console plugin taken out of the console's plugins", [], ["Console/cluster"], [], []),
+        ("alert rules, dashboard and console plugin",
+         ["ConsolePlugin/console-plugin-nvidia-gpu", "Deployment/nvidia-gpu-operator/console-plugin-nvidia-gpu",
+          "Service/nvidia-gpu-operator/console-plugin-nvidia-gpu"], [], [], [])]
+    assert steps[0]["plugins"] == [dict(console, apiVersion="operator.openshift.io/v1")]
+
+
+@pytest.mark.parametrize("plugins, managers", [
+    (["users-plugin"], ("kubegpu.platform/monitoring",)),          # ours already out of the list: done
+    (["console-plugin-nvidia-gpu"], ("console-operator", "kubectl-edit")),   # the user enabled it: theirs
+])
+def test_a_console_without_our_plugin_or_not_written_by_us_is_left_alone(plugins, managers):
+    console = obj("Console", "cluster", managers=managers, spec={"plugins": plugins})
+    assert plan_stage("monitoring", {("operator.openshift.io/v1", "Console"): [console]}) == []
