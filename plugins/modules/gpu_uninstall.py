@@ -260,7 +260,13 @@ def remove_console_plugin(cluster, console, check):
         plugins = console_plugins(live, enable=False)
         if plugins is None:
             return False
-        live.setdefault("spec", {})["plugins"] = plugins
+        spec = live.setdefault("spec", {})
+        if plugins:
+            spec["plugins"] = plugins
+        else:
+            # The field goes when nothing is left, as a Console without plugins has it (none and [] mean the same
+            # to the console; the uninstall leaves the object as it was before site).
+            spec.pop("plugins", None)
         return True
     before = {"spec": {"plugins": list((console.get("spec") or {}).get("plugins") or [])}}
     after = {"spec": {"plugins": console_plugins(console, enable=False)}}
