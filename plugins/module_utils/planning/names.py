@@ -169,6 +169,9 @@ CLUSTER_MONITORING_LABEL = "openshift.io/cluster-monitoring"
 NAME_PREFIX = "kubegpu-"
 # Where the capacity report keeps its previous document when asked to keep it in the cluster (AWX).
 REPORT_CONFIGMAP = NAME_PREFIX + "capacity-report"
+# The ResourceFlavor of cpu and memory in every ClusterQueue: no node labels, so it adds no nodeSelector beside the
+# pool's flavor (a flavor belongs to one resource group; docs/tenancy.md, "What Kueue counts").
+KUEUE_NODE_FLAVOR = NAME_PREFIX + "cpu-memory"
 
 # --- Namespaces (defaults) ----------------------------------------------------------------------------------------
 GPU_OPERATOR_NAMESPACE_OPENSHIFT = "nvidia-gpu-operator"  # the certified operator's documented namespace

@@ -4,7 +4,8 @@
 """The objects the tenancy stage writes for a quota plan (quotas.py), in apply order (docs/tenancy.md).
 
 With Kueue: the teams' Namespaces, PriorityClasses and WorkloadPriorityClasses, a ResourceFlavor per pool (its nodes
-by the node-pool label), a ClusterQueue per team in one cohort, nominal quotas in the pool's resource names, plus the
+by the node-pool label) and one for cpu and memory (KUEUE_NODE_FLAVOR, no node labels), a ClusterQueue per team in
+one cohort, nominal quotas in the pool's resource names plus a cpu/memory group (plan["node_quotas"]), plus the
 shared ClusterQueue holding what no team was given, and a LocalQueue named after the team in each of its namespaces.
 Without Kueue: Namespaces, PriorityClasses and a ResourceQuota per namespace (requests.<resource>, or
 <class>.deviceclass.resource.k8s.io/devices for DRA), the team's quota divided among its namespaces.
@@ -20,12 +21,14 @@ __metaclass__ = type
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     KUEUE_API,
+    KUEUE_NODE_FLAVOR,
     MANAGED_BY,
     PART_OF_LABEL,
     POOL_LABEL,
     TEAM_LABEL,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.quotas import DRA_RESOURCE
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import NODE_RESOURCES
 
 PART_OF = "kubegpu-tenancy"
 LABELS = dict(MANAGED_BY, **{PART_OF_LABEL: PART_OF})
@@ -70,10 +73,19 @@ def desired_objects(settings, plan):
     for pool in pools:
         objects.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": _meta(pool),
                         "spec": {"nodeLabels": {POOL_LABEL: pool}}})
+    if pools:
+        # Kueue admits a workload only when its ClusterQueue covers every resource it asks for: a model asks for cpu
+        # and memory too. A flavor belongs to one resource group, so cpu and memory get a flavor of their own, with
+        # no node labels (it adds nothing to the pod's nodeSelector beside its pool's flavor).
+        objects.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": _meta(KUEUE_NODE_FLAVOR),
+                        "spec": {}})
     groups = _resource_groups(plan["capacity"], pools)
+    node_quotas = plan.get("node_quotas") or {}
     for team in settings.teams:
-        objects.append(_cluster_queue(settings, team.name, groups, plan["teams"][team.name], team.borrow, team.lend))
-    objects.append(_cluster_queue(settings, settings.shared_queue, groups, plan["unassigned"], True, True))
+        objects.append(_cluster_queue(settings, team.name, groups, plan["teams"][team.name], team.borrow, team.lend,
+                                      node_quotas.get(team.name)))
+    objects.append(_cluster_queue(settings, settings.shared_queue, groups, plan["unassigned"], True, True,
+                                  node_quotas.get(settings.shared_queue)))
     for team in settings.teams:
         for namespace in team.namespaces:
             objects.append({"apiVersion": KUEUE_API, "kind": "LocalQueue",
@@ -94,21 +106,28 @@ def _resource_groups(capacity, pools):
     return [(sorted(names), sorted(members)) for names, members in sorted(groups, key=lambda g: sorted(g[0]))]
 
 
-def _cluster_queue(settings, name, groups, quotas, borrow, lend):
+def _quota_entry(resource, nominal, borrow, lend):
+    entry = {"name": resource, "nominalQuota": nominal}
+    if not borrow:
+        entry["borrowingLimit"] = 0
+    if not lend:
+        entry["lendingLimit"] = 0
+    return entry
+
+
+def _cluster_queue(settings, name, groups, quotas, borrow, lend, node_quota=None):
     resource_groups = []
     for covered, pools in groups:
         flavors = []
         for pool in pools:
-            resources = []
-            for resource in covered:
-                entry = {"name": resource, "nominalQuota": (quotas.get(pool) or {}).get(resource, 0)}
-                if not borrow:
-                    entry["borrowingLimit"] = 0
-                if not lend:
-                    entry["lendingLimit"] = 0
-                resources.append(entry)
-            flavors.append({"name": pool, "resources": resources})
+            flavors.append({"name": pool, "resources": [
+                _quota_entry(resource, (quotas.get(pool) or {}).get(resource, 0), borrow, lend) for resource in covered]})
         resource_groups.append({"coveredResources": covered, "flavors": flavors})
+    if groups:
+        node_quota = node_quota or {}
+        resource_groups.append({"coveredResources": list(NODE_RESOURCES), "flavors": [
+            {"name": KUEUE_NODE_FLAVOR, "resources": [_quota_entry(resource, node_quota.get(resource, "0"), borrow, lend)
+                                                      for resource in NODE_RESOURCES]}]})
     team = name if name != settings.shared_queue else None
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": _meta(name, team=team),
             "spec": {"cohortName": settings.cohort, "namespaceSelector": {} if team is None else

@@ -14,6 +14,7 @@
       resource, the teams' quotas plus the unassigned remainder equal the capacity: the remainder is the nominal
       quota of the shared ClusterQueue (or nobody's without Kueue). Raises TenancyError listing every unknown pool,
       unknown resource and over-subscribed resource (with the teams that ask for it) before anything is written.
+      "node_quotas" (node_quotas): every queue's cpu and memory, which Kueue counts as well.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,7 +31,11 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spe
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.slices import pool_slices
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.suggest import did_you_mean
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import TenancyError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import (
+    NODE_RESOURCES,
+    TenancyError,
+    node_quantity,
+)
 
 # The resource a DRA pool's quota is written in: the NVIDIA DRA driver's whole-GPU DeviceClass (one device per GPU).
 DRA_RESOURCE = DRA_DRIVER
@@ -57,7 +62,46 @@ def pool_capacity(pools, nodes):
             for piece in pool_slices([pool], members):
                 resources[piece.resource_name] = (resources.get(piece.resource_name, 0)
                                                   + (piece.units_per_node or 0) * (piece.nodes or 0))
-        out[pool.name] = {"strategy": pool.strategy, "nodes": len(members), "resources": resources}
+        out[pool.name] = {"strategy": pool.strategy, "nodes": len(members), "resources": resources,
+                          "allocatable": _allocatable(members)}
+    return out
+
+
+def _allocatable(nodes):
+    """{cpu, memory}: what the nodes offer to pods (status.allocatable), summed, as quantities."""
+    totals = dict((name, Fraction(0)) for name in NODE_RESOURCES)
+    for node in nodes:
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        for name in NODE_RESOURCES:
+            totals[name] += node_quantity(allocatable.get(name, 0)) or 0
+    return dict((name, quantity_text(name, total)) for name, total in totals.items())
+
+
+def quantity_text(name, amount):
+    """A Fraction as a quantity: cpu in cores or millicores (rounded down), memory in bytes (or Ki/Mi/Gi when
+    exact)."""
+    if name == "cpu":
+        return str(int(amount)) if amount == int(amount) else "%dm" % int(amount * 1000)
+    amount = int(amount)
+    for suffix, unit in (("Gi", 2 ** 30), ("Mi", 2 ** 20), ("Ki", 2 ** 10)):
+        if amount and amount % unit == 0:
+            return "%d%s" % (amount // unit, suffix)
+    return str(amount)
+
+
+def node_quotas(settings, capacity):
+    """{holder: {cpu, memory}} for every team and the shared queue: the team's own cpu/memory when given, else what
+    the nodes of the pools with GPUs offer (their allocatable, summed): Kueue then never holds back for cpu or memory
+    a workload the GPU quota admits, and the kube-scheduler still places pods by the nodes' real free room."""
+    totals = dict((name, Fraction(0)) for name in NODE_RESOURCES)
+    for pool in capacity.values():
+        if pool["resources"]:
+            for name in NODE_RESOURCES:
+                totals[name] += node_quantity((pool.get("allocatable") or {}).get(name, 0)) or 0
+    offered = dict((name, quantity_text(name, total)) for name, total in totals.items())
+    out = dict((team.name, dict((name, getattr(team, name) or offered[name]) for name in NODE_RESOURCES))
+               for team in settings.teams)
+    out[settings.shared_queue] = dict(offered)
     return out
 
 
@@ -111,4 +155,5 @@ def plan_quotas(settings, capacity):
             unassigned.setdefault(pool, {})[name] = max(units - total, 0)
     if problems:
         raise TenancyError("kubegpu_tenancy: " + "; ".join(problems))
-    return {"teams": teams, "unassigned": unassigned, "capacity": capacity}
+    return {"teams": teams, "unassigned": unassigned, "capacity": capacity,
+            "node_quotas": node_quotas(settings, capacity)}

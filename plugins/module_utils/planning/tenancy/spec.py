@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple, Union
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.quantity import parse_quantity
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.suggest import did_you_mean
 
 PREEMPTION = ("PreemptLowerPriority", "Never")
@@ -28,7 +29,9 @@ COHORT = "gpu"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 SETTINGS_KEYS = ("kueue", "install", "cohort", "shared_queue", "teams", "priority_classes", "helm", "kueue_operator",
                  "timeout")
-TEAM_KEYS = ("name", "namespaces", "quotas", "borrow", "lend", "priority")
+TEAM_KEYS = ("name", "namespaces", "quotas", "borrow", "lend", "priority", "cpu", "memory")
+# What a pod asks for beside its GPUs that Kueue counts too: every ClusterQueue covers them (quotas.py).
+NODE_RESOURCES = ("cpu", "memory")
 QUOTA_KEYS = ("pool", "share", "units")
 PRIORITY_KEYS = ("name", "value", "preemption", "description")
 DEFAULT_PRIORITY_CLASSES = (
@@ -60,6 +63,10 @@ class Team:
     borrow: bool = True
     lend: bool = True
     priority: Optional[str] = None
+    # The team's Kueue quota of cpu and memory (quantities, e.g. "64", "500m", "512Gi"); None: what the GPU pools'
+    # nodes offer (allocatable), so that cpu and memory never hold back what the GPU quota admits.
+    cpu: Optional[str] = None
+    memory: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -196,7 +203,29 @@ def _team(index, raw, classes):
         raise TenancyError("%s: priority is %r; expected one of the priority classes (%s)%s"
                            % (where, priority, ", ".join(classes), did_you_mean(str(priority), classes)))
     return Team(name, namespaces, quotas, _bool(where + ": borrow", raw.get("borrow"), True),
-                _bool(where + ": lend", raw.get("lend"), True), priority)
+                _bool(where + ": lend", raw.get("lend"), True), priority,
+                _quantity(where + ": cpu", raw.get("cpu"), "64 or 500m"),
+                _quantity(where + ": memory", raw.get("memory"), "512Gi"))
+
+
+def node_quantity(text):
+    """A cpu or memory quantity ("64", "7910m", "263839996Ki", 8) as a Fraction, None when it is not one."""
+    text = str(text).strip() if isinstance(text, (str, int)) and not isinstance(text, bool) else None
+    if text and text.endswith("m"):  # millicores, as kubelets publish allocatable cpu
+        parsed = parse_quantity(text[:-1])
+        return None if parsed is None else parsed / 1000
+    return parse_quantity(text) if text else None
+
+
+def _quantity(where, value, example):
+    if value is None:
+        return None
+    if isinstance(value, float):  # YAML's 0.5 (cpu) as the quantity "0.5"
+        value = ("%f" % value).rstrip("0").rstrip(".")
+    parsed = node_quantity(value)
+    if parsed is None:
+        raise TenancyError("%s is %r; expected a Kubernetes quantity >= 0 (e.g. %s)" % (where, value, example))
+    return str(value)
 
 
 def _quota(where, raw):

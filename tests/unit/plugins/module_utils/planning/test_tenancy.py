@@ -33,7 +33,8 @@ def pools(layout=None):
 def test_capacity_in_each_pools_own_resource_names():
     capacity = pool_capacity(pools(), NODES)
     assert capacity["mig"] == {"strategy": "mig", "nodes": 2, "resources": {
-        "nvidia.com/mig-3g.40gb": 1 * 8 * 2, "nvidia.com/mig-2g.20gb": 1 * 8 * 2, "nvidia.com/mig-1g.10gb": 2 * 8 * 2}}
+        "nvidia.com/mig-3g.40gb": 1 * 8 * 2, "nvidia.com/mig-2g.20gb": 1 * 8 * 2, "nvidia.com/mig-1g.10gb": 2 * 8 * 2},
+        "allocatable": {"cpu": "192", "memory": "2048Gi"}}
     assert capacity["ts"]["resources"] == {"nvidia.com/gpu": 3 * 4 * 4}
     assert capacity["mps"]["resources"] == {"nvidia.com/gpu": 4 * 2}
     assert capacity["dra"]["resources"] == {"gpu.nvidia.com": 8}
@@ -127,8 +128,10 @@ def test_kueue_objects():
     kinds = [o["kind"] for o in objects]
     assert kinds.index("Namespace") < kinds.index("ClusterQueue") < kinds.index("LocalQueue")
     flavors = dict((o["metadata"]["name"], o) for o in objects if o["kind"] == "ResourceFlavor")
-    assert sorted(flavors) == ["dra", "mig", "mps", "ts"]
+    assert sorted(flavors) == ["dra", "kubegpu-cpu-memory", "mig", "mps", "ts"]
     assert flavors["ts"]["spec"]["nodeLabels"] == {"kubegpu.io/node-pool": "ts"}
+    # cpu and memory: a flavor without node labels, so that it adds no nodeSelector beside the pool's flavor.
+    assert flavors["kubegpu-cpu-memory"]["spec"] == {}
     queues = dict((o["metadata"]["name"], o) for o in objects if o["kind"] == "ClusterQueue")
     assert sorted(queues) == ["a", "b", "unassigned"]
     groups = queues["a"]["spec"]["resourceGroups"]
@@ -147,6 +150,52 @@ def test_kueue_objects():
     assert local == [("a1", "a"), ("a2", "a"), ("b", "b")]
     assert queue_of(settings, "a2") == ("a", "interactive")
     assert queue_of(settings, "elsewhere") is None
+
+
+def _node_group(queue):
+    groups = [g for g in queue["spec"]["resourceGroups"] if g["coveredResources"] == ["cpu", "memory"]]
+    assert len(groups) == 1
+    return dict((r["name"], r) for r in groups[0]["flavors"][0]["resources"])
+
+
+def test_every_queue_covers_cpu_and_memory():
+    # Kueue admits a workload only when its ClusterQueue covers every resource it asks for: a model asks for cpu and
+    # memory beside its GPUs. By default each queue may use what the GPU pools' nodes offer: 7 nodes of 96 cpu, 1Ti.
+    settings, plan = _plan([{"name": "a", "quotas": [{"pool": "ts", "share": 0.5}], "cpu": "40500m", "memory": "256Gi"},
+                            {"name": "b", "borrow": False, "lend": False, "quotas": [{"pool": "mig", "share": 0.5}]}])
+    assert plan["node_quotas"] == {"a": {"cpu": "40500m", "memory": "256Gi"}, "b": {"cpu": "672", "memory": "7168Gi"},
+                                   "unassigned": {"cpu": "672", "memory": "7168Gi"}}
+    queues = dict((o["metadata"]["name"], o) for o in desired_objects(settings, plan) if o["kind"] == "ClusterQueue")
+    assert _node_group(queues["a"]) == {"cpu": {"name": "cpu", "nominalQuota": "40500m"},
+                                        "memory": {"name": "memory", "nominalQuota": "256Gi"}}
+    assert _node_group(queues["b"])["cpu"] == {"name": "cpu", "nominalQuota": "672", "borrowingLimit": 0,
+                                               "lendingLimit": 0}
+    assert _node_group(queues["unassigned"])["memory"]["nominalQuota"] == "7168Gi"
+    # The flavor is in one resource group only (Kueue refuses a flavor in two).
+    for queue in queues.values():
+        names = [f["name"] for g in queue["spec"]["resourceGroups"] for f in g["flavors"]]
+        assert len(names) == len(set(names))
+
+
+def test_node_quotas_sum_the_pools_nodes_as_kubelets_publish_them():
+    nodes = [node("l40s-%d" % i, L40S, 4, labels={"pool": "ts"}, allocatable={"cpu": "7910m", "memory": "263839996Ki"})
+             for i in range(2)] + [node("h100-0", H100, 8, labels={"pool": "other"})]
+    settings = parse_settings({"teams": [{"name": "a", "quotas": [{"pool": "ts", "units": 1}], "cpu": 0.5}]})
+    plan = plan_quotas(settings, pool_capacity([pools()[1]], nodes))
+    # Millicores summed, memory in the largest exact unit; a node of no pool does not count.
+    assert plan["node_quotas"]["unassigned"] == {"cpu": "15820m", "memory": "527679992Ki"}
+    assert plan["node_quotas"]["a"] == {"cpu": "0.5", "memory": "527679992Ki"}
+
+
+@pytest.mark.parametrize("team, message", [
+    ({"name": "a", "cpu": "lots"}, "team 'a': cpu is 'lots'; expected a Kubernetes quantity >= 0 (e.g. 64 or 500m)"),
+    ({"name": "a", "memory": -1}, "team 'a': memory is -1; expected a Kubernetes quantity >= 0"),
+    ({"name": "a", "memory": True}, "team 'a': memory is True"),
+])
+def test_bad_cpu_or_memory_refused(team, message):
+    with pytest.raises(TenancyError) as err:
+        parse_settings({"teams": [team]})
+    assert message in str(err.value)
 
 
 def test_resource_quotas_without_kueue():
