@@ -9,7 +9,11 @@
   namespaces; channel, source and approval from settings.kueue_operator, else the catalog's default), then its
   operand, the Kueue CR named cluster (kueue.openshift.io/v1), which makes the operator deploy Kueue.
 
-    install_plan(settings, platform, kueue_served) -> {"charts": [...], "operators": [...], "operands": [...]}
+    install_plan(settings, platform, kueue_served, mappings=()) -> {"charts": [...], "operators": [...],
+                                                                    "operands": [...]}
+      mappings (kueue_config.device_class_mappings): written into the chart's Configuration
+      (managerConfig.controllerManagerConfigYaml) or the operand's spec.config.resources, so that the Kueue the
+      collection installs counts DRA claims.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,6 +21,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import MANAGED_BY, OPENSHIFT
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.kueue_config import (
+    chart_values,
+    operand_resources,
+)
 
 KUEUE_NAMESPACE = "kueue-system"
 KUEUE_CHART = {"ref": "oci://registry.k8s.io/kueue/charts/kueue", "version": "0.19.2", "folder": "kueue"}
@@ -27,7 +35,7 @@ KUEUE_OPERAND_API = "kueue.openshift.io/v1"
 KUEUE_OPERAND_FRAMEWORKS = ["BatchJob", "Pod", "Deployment", "StatefulSet"]
 
 
-def install_plan(settings, platform, kueue_served):
+def install_plan(settings, platform, kueue_served, mappings=()):
     """What to install for Kueue: nothing when it is not wanted, already served, or install is off."""
     plan = {"charts": [], "operators": [], "operands": []}
     if not settings.kueue or kueue_served or not settings.install:
@@ -39,14 +47,17 @@ def install_plan(settings, platform, kueue_served):
             if settings.kueue_operator.get(key):
                 args[key] = settings.kueue_operator[key]
         plan["operators"].append(args)
+        config = {"integrations": {"frameworks": list(KUEUE_OPERAND_FRAMEWORKS)}}
+        resources = operand_resources(mappings)
+        if resources:
+            config["resources"] = resources
         plan["operands"].append({"apiVersion": KUEUE_OPERAND_API, "kind": "Kueue",
                                  "metadata": {"name": "cluster", "labels": dict(MANAGED_BY)},
-                                 "spec": {"managementState": "Managed",
-                                          "config": {"integrations": {"frameworks": list(KUEUE_OPERAND_FRAMEWORKS)}}}})
+                                 "spec": {"managementState": "Managed", "config": config}})
         return plan
     charts_dir = (settings.helm.get("charts_dir") or "").rstrip("/")
     release = {"name": "kueue", "namespace": settings.helm.get("namespace") or KUEUE_NAMESPACE, "chart": "kueue",
-               "values": dict(settings.helm.get("values") or {})}
+               "values": chart_values(settings.helm.get("values"), mappings)}
     if charts_dir:
         release.update(chart_ref="%s/%s" % (charts_dir, KUEUE_CHART["folder"]), version=None)
     else:

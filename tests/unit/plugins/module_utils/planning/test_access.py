@@ -19,7 +19,8 @@ PLUGINS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", 
 API_VERSION = re.compile(r"^(?:(?P<group>[a-z0-9.-]+)/)?v\d+(?:(?:alpha|beta)\d+)?$")
 KIND = re.compile(r"^[A-Z][A-Za-z]+$")
 # Kinds the code names without reading or writing them on a cluster (messages, Helm templates it renders for charts).
-NOT_REQUESTED = {("", "Status"), ("", "List")}
+# Kueue's Configuration is a file format (in a ConfigMap or the chart's values), not a kind the API server serves.
+NOT_REQUESTED = {("", "Status"), ("", "List"), ("config.kueue.x-k8s.io", "Configuration")}
 # Kinds sent to a subresource of another kind: (group, resource, verb) of the request.
 SUBRESOURCES = {("policy", "Eviction"): ("", "pods/eviction", "create")}
 
