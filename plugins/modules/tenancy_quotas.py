@@ -17,7 +17,10 @@ description:
   - Refuses, before any write, unknown pools, resources a pool does not offer and quotas that add up to more than
     a pool offers (naming the teams), e.g. after a pool's MIG layout change.
   - Says what Kueue install is needed when C(kueue.x-k8s.io) is not served (a Helm release on Kubernetes, the Red
-    Hat build of Kueue through OLM on OpenShift).
+    Hat build of Kueue through OLM on OpenShift), with the DRA pools' DeviceClass mappings in Kueue's configuration.
+  - Every ClusterQueue also covers C(cpu) and C(memory) (flavor C(kubegpu-cpu-memory)), as Kueue admits a workload
+    only when its queue covers every resource it asks for; by default each queue may use what the GPU pools' nodes
+    offer (their allocatable), a team's C(cpu) and C(memory) set its own.
   - With O(apply=true), writes (server-side apply, field manager C(kubegpu.platform/tenancy), only what differs,
     every object dry-run first) the teams' Namespaces, PriorityClasses and, with Kueue, WorkloadPriorityClasses,
     a ResourceFlavor per pool, a ClusterQueue per team in one cohort plus the shared ClusterQueue, and LocalQueues;
@@ -28,13 +31,23 @@ options:
   settings:
     description:
       - C(kubegpu_tenancy) - C(kueue), C(install), C(cohort), C(shared_queue), C(teams) (C(name), C(namespaces),
-        C(quotas) (C(pool), C(share) or C(units)), C(borrow), C(lend), C(priority)), C(priority_classes) (C(name),
+        C(quotas) (C(pool), C(share) or C(units)), C(borrow), C(lend), C(priority), C(cpu), C(memory)),
+        C(priority_classes) (C(name),
         C(value), C(preemption), C(description)), C(helm) (C(charts_dir), C(binary), C(namespace), C(values)),
         C(kueue_operator) (C(channel), C(source), C(approval)), C(timeout). See docs/tenancy.md.
     type: dict
     default: {}
   pools:
     description: The node pools C(kubegpu_node_pools) the quotas share.
+    type: list
+    elements: dict
+    default: []
+  claim_templates:
+    description:
+      - The DRA claim templates (C(kubegpu_dra.claim_templates)). Their DeviceClasses (C(kubegpu-<name>)) and the
+        NVIDIA driver's C(gpu.nvidia.com) are mapped onto the DRA pools' quota resource C(gpu.nvidia.com) in
+        Kueue's configuration (C(resources.deviceClassMappings)) when the stage installs Kueue; when Kueue was
+        already there and its configuration lacks them, a warning says what to add.
     type: list
     elements: dict
     default: []
@@ -78,6 +91,7 @@ EXAMPLES = r"""
   kubegpu.platform.tenancy_quotas:
     settings: "{{ kubegpu_tenancy }}"
     pools: "{{ kubegpu_node_pools }}"
+    claim_templates: "{{ kubegpu_dra.claim_templates | default([]) }}"
     apply: true
 """
 
@@ -91,13 +105,24 @@ kueue_served:
   returned: always
   type: bool
 capacity:
-  description: Per pool its C(strategy), C(nodes) and C(resources) (resource name -> units).
+  description: Per pool its C(strategy), C(nodes), C(resources) (resource name -> units) and C(allocatable) (the
+    C(cpu) and C(memory) its nodes offer to pods).
   returned: always
   type: dict
 quotas:
   description: Per team, per pool, resource name -> quota; C(unassigned) the remainder per pool.
   returned: always
   type: dict
+node_quotas:
+  description: Per team and the shared queue, its Kueue quota of C(cpu) and C(memory).
+  returned: always
+  type: dict
+device_class_mappings:
+  description: The DeviceClass mappings Kueue's configuration needs (C(name), C(deviceClassNames)); empty without
+    DRA pools.
+  returned: always
+  type: list
+  elements: dict
 charts:
   description: The Helm releases to install for Kueue (C(name), C(namespace), C(chart), C(chart_ref), C(version), C(values)).
   returned: always
@@ -138,6 +163,8 @@ progress:
   type: dict
 """
 
+from ansible.module_utils.basic import missing_required_lib
+
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
     apply_object,
     change_report,
@@ -146,18 +173,34 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     planned_change,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import detect_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, api_served
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import parse_claim_templates
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     KUEUE_GROUP,
     MANAGED_BY_LABEL,
+    OPENSHIFT,
     PART_OF_LABEL,
     TENANCY_FIELD_MANAGER,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.install import install_plan
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.install import (
+    KUEUE_NAMESPACE,
+    KUEUE_OPERAND_API,
+    install_plan,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.kueue_config import (
+    CONFIG_KEY,
+    MANAGER_CONFIGMAP,
+    YAML_IMPORT_ERROR,
+    configured_mappings,
+    device_class_mappings,
+    missing_classes,
+    missing_warning,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.objects import (
     KINDS,
     LABELS,
@@ -201,20 +244,49 @@ def observe(cluster, kueue_served):
     return ours, namespaces
 
 
+def kueue_configuration(cluster, settings, platform):
+    """(where, Configuration or None) of a Kueue the collection did not just install: the Red Hat build's operand
+    (spec.config), or the chart's manager ConfigMap; None when it cannot be read."""
+    try:
+        if platform == OPENSHIFT:
+            operand = cluster.get(KUEUE_OPERAND_API, "Kueue", "cluster")
+            return "the Kueue CR 'cluster' (spec.config)", ((operand or {}).get("spec") or {}).get("config")
+        namespace = settings.helm.get("namespace") or KUEUE_NAMESPACE
+        name = MANAGER_CONFIGMAP % "kueue"
+        configmap = cluster.get("v1", "ConfigMap", name, namespace)
+        return ("Kueue's Configuration (ConfigMap %s/%s, the chart's managerConfig.controllerManagerConfigYaml)"
+                % (namespace, name), ((configmap or {}).get("data") or {}).get(CONFIG_KEY))
+    except ClusterError:
+        return "Kueue's Configuration", None
+
+
 def run(module):
     cluster, check, params = module.cluster, module.check_mode, module.params
+    if YAML_IMPORT_ERROR is not None:
+        module.fail_json(msg=missing_required_lib("PyYAML"), exception=str(YAML_IMPORT_ERROR))
     try:
         settings = parse_settings(params["settings"])
         capacity = pool_capacity(params["pools"], cluster.list("v1", "Node"))
         plan = plan_quotas(settings, capacity)
+        mappings, warnings = device_class_mappings(capacity, parse_claim_templates(params["claim_templates"] or None))
     except ERRORS as e:
         module.fail_json(msg=str(e), changed=False)
     platform = detect_platform(cluster, params["platform"])
     served = bool(cluster.served_versions(KUEUE_GROUP))
-    install = install_plan(settings, platform, served)
+    mappings = mappings if settings.kueue else []
+    install = install_plan(settings, platform, served, mappings)
+    if mappings and served:
+        # Kueue was there before this run (or an earlier run installed it): say what its configuration lacks.
+        where, config = kueue_configuration(cluster, settings, platform)
+        missing = missing_classes(mappings, configured_mappings(config))
+        if missing:
+            warnings.append(missing_warning(mappings, missing, where))
+    for warning in warnings:
+        module.warn(warning)
     objects = desired_objects(settings, plan)
     result = {"platform": platform, "kueue_served": served, "capacity": capacity,
-              "quotas": dict(plan["teams"], unassigned=plan["unassigned"]), "charts": install["charts"],
+              "quotas": dict(plan["teams"], unassigned=plan["unassigned"]), "node_quotas": plan["node_quotas"],
+              "device_class_mappings": mappings, "charts": install["charts"],
               "operators": install["operators"], "objects": objects, "ready": True}
     changes = []
     if params["apply"]:
@@ -283,6 +355,7 @@ def main():
         argument_spec={
             "settings": {"type": "dict", "default": {}},
             "pools": {"type": "list", "elements": "dict", "default": []},
+            "claim_templates": {"type": "list", "elements": "dict", "default": []},
             "platform": {"type": "str", "choices": ["auto", "openshift", "kubernetes"], "default": "auto"},
             "apply": {"type": "bool", "default": False},
             "timeout": {"type": "int", "default": 900},

@@ -141,6 +141,7 @@ STAGE_RULES = {
         rule(["scheduling.k8s.io"], ["priorityclasses"], PRUNE, "the teams' PriorityClasses"),
         rule([""], ["resourcequotas"], PRUNE, "plain ResourceQuotas per namespace (without Kueue)"),
         rule(["kueue.openshift.io"], ["kueues"], WRITE, "the Red Hat build of Kueue's operand (OpenShift)"),
+        rule([""], ["configmaps"], READ, "Kueue's configuration (its DeviceClass mappings), when Kueue was there"),
         # Kubernetes: the Kueue chart's objects are not derived yet (as for the gpu-operator chart): docs/awx.md.
         rule([""], ["secrets"], HELM, "Helm release records of the Kueue chart (Kubernetes)"),
     ],

@@ -61,8 +61,8 @@ STAGES = {
     "serving": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_dra", "kubegpu_serving"),
     # The operator's namespace and service_monitor come from kubegpu_gpu_operator; pools name the pending-pods alerts.
     "monitoring": ("kubegpu_platform", "kubegpu_gpu_operator", "kubegpu_node_pools", "kubegpu_monitoring"),
-    # Quotas are shares of the pools of kubegpu_node_pools.
-    "tenancy": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_tenancy"),
+    # Quotas are shares of the pools of kubegpu_node_pools; Kueue maps the claim templates' DeviceClasses of kubegpu_dra.
+    "tenancy": ("kubegpu_platform", "kubegpu_node_pools", "kubegpu_dra", "kubegpu_tenancy"),
     # The uninstall finds what is ours in the cluster; it reads the helm binary of these (docs/uninstall.md).
     "uninstall": ("kubegpu_dra", "kubegpu_serving", "kubegpu_tenancy"),
 }
@@ -257,6 +257,8 @@ INVENTORY = {
             "borrow": {"type": "bool", "default": True},
             "lend": {"type": "bool", "default": True},
             "priority": {"type": "str"},
+            "cpu": {"type": "raw"},
+            "memory": {"type": "raw"},
         }},
     }},
 }
