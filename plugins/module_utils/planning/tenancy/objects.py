@@ -77,8 +77,8 @@ def desired_objects(settings, plan):
         # Kueue admits a workload only when its ClusterQueue covers every resource it asks for: a model asks for cpu
         # and memory too. A flavor belongs to one resource group, so cpu and memory get a flavor of their own, with
         # no node labels (it adds nothing to the pod's nodeSelector beside its pool's flavor).
-        objects.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": _meta(KUEUE_NODE_FLAVOR),
-                        "spec": {}})
+        # No spec at all: an empty one might not come back from the server, and the diff would see a change.
+        objects.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": _meta(KUEUE_NODE_FLAVOR)})
     groups = _resource_groups(plan["capacity"], pools)
     node_quotas = plan.get("node_quotas") or {}
     for team in settings.teams:
