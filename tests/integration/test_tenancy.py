@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes.dynamic.exceptions import ForbiddenError, NotFoundError
 
 from conftest import REPO, task_result, wait_for
@@ -22,6 +23,8 @@ from kubegpu_devcluster import paths, testing
 PLAYBOOK = "playbooks/tenancy.yml"
 CHARTS = paths.charts_dir()
 KUEUE = "kueue.x-k8s.io/v1beta2"
+NODE_FLAVOR = "kubegpu-cpu-memory"   # cpu and memory in every ClusterQueue (docs/tenancy.md, "What Kueue counts")
+DRA_MAPPING = {"name": "gpu.nvidia.com", "deviceClassNames": ["gpu.nvidia.com"]}
 MIXED = {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}
 pytestmark = pytest.mark.skipif(not (CHARTS / "kueue").is_dir(), reason=f"the Kueue chart is not at {CHARTS}")
 
@@ -60,10 +63,12 @@ def cluster(devcluster_session):
         yield dc
 
 
-def run(dc, helm_bin, *args, layout=None, teams=None, **settings):
+def run(dc, helm_bin, *args, layout=None, teams=None, dra=None, **settings):
     variables = {"kubegpu_platform": "kubernetes", "kubegpu_node_pools": pools(layout or "all-1g.10gb"),
                  "kubegpu_tenancy": dict({"teams": TEAMS if teams is None else teams,
                                           "helm": {"charts_dir": str(CHARTS), "binary": str(helm_bin)}}, **settings)}
+    if dra is not None:
+        variables["kubegpu_dra"] = dra
     t0 = time.monotonic()
     proc = dc.playbook(PLAYBOOK, "-i", "localhost,", "-c", "local", "-e",
                        "ansible_python_interpreter={{ ansible_playbook_python }}", "-e", json.dumps(variables), *args,
@@ -105,15 +110,24 @@ def listed(dc, kind, api_version=KUEUE, namespace=None):
 
 
 def nominal(queues):
-    """{(flavor, resource): sum of nominal quotas over the ClusterQueues}."""
+    """{(flavor, resource): sum of nominal quotas over the ClusterQueues}, GPU flavors only."""
     out = {}
     for queue in queues.values():
         for group in queue["spec"]["resourceGroups"]:
             for flavor in group["flavors"]:
+                if flavor["name"] == NODE_FLAVOR:
+                    continue
                 for resource in flavor["resources"]:
                     key = (flavor["name"], resource["name"])
                     out[key] = out.get(key, 0) + int(resource["nominalQuota"])
     return out
+
+
+def node_group(queue):
+    """{resource: nominal quota} of a ClusterQueue's cpu/memory group."""
+    groups = [g for g in queue["spec"]["resourceGroups"] if g["coveredResources"] == ["cpu", "memory"]]
+    assert len(groups) == 1 and [f["name"] for f in groups[0]["flavors"]] == [NODE_FLAVOR], queue["spec"]
+    return dict((r["name"], str(r["nominalQuota"])) for r in groups[0]["flavors"][0]["resources"])
 
 
 def capacity(out):
@@ -162,7 +176,18 @@ def test_tenancy(cluster, helm_bin):
     assert crd.get(name="clusterqueues.kueue.x-k8s.io").metadata.labels["app.kubernetes.io/managed-by"] == "Helm"
     queues = listed(dc, "ClusterQueue")
     assert sorted(queues) == ["batch", "research", "unassigned"]
-    assert sorted(listed(dc, "ResourceFlavor")) == ["dra-h200", "embed-l40s", "llm-h100"]
+    assert sorted(listed(dc, "ResourceFlavor")) == ["dra-h200", "embed-l40s", "kubegpu-cpu-memory", "llm-h100"]
+    assert (listed(dc, "ResourceFlavor")[NODE_FLAVOR].get("spec") or {}).get("nodeLabels") is None
+    # cpu and memory covered by every queue, by default what the GPU pools' nodes offer (Kueue admits nothing else).
+    plan = task_result(out, "Plan the teams' quotas")
+    for name, queue in queues.items():
+        assert node_group(queue) == plan["node_quotas"][name] and plan["node_quotas"][name]["cpu"] != "0", name
+    # The DRA pool's mapping is in the Configuration the chart wrote (Kueue counts claims only through it).
+    assert plan["device_class_mappings"] == [DRA_MAPPING]
+    config = dc.admin.resources.get(api_version="v1", kind="ConfigMap").get(
+        name="kueue-manager-config", namespace="kueue-system").data["controller_manager_config.yaml"]
+    assert yaml.safe_load(config)["resources"]["deviceClassMappings"] == [DRA_MAPPING]
+    assert not task_result(out, "Write the queues and quotas").get("warnings")
     assert sorted(listed(dc, "LocalQueue")) == [("batch", "batch"), ("research", "research"),
                                                 ("research-dev", "research")]
     assert sorted(listed(dc, "WorkloadPriorityClass")) == ["batch", "interactive", "serving"]
@@ -184,6 +209,17 @@ def test_tenancy(cluster, helm_bin):
     assert stats["changed"] == 0, changed(again)
     assert dc.audit.writes(mark) == []
     print(f"second run: {seconds:.1f} s, 0 writes")
+
+    # A claim template added once Kueue is there: the chart is not written again, so the stage says what Kueue's
+    # Configuration lacks (a warning, no write).
+    mark = dc.audit.mark()
+    dra = {"claim_templates": [{"name": "gpu-40g", "namespaces": ["research"], "min_memory": "40Gi"}]}
+    out, stats, dummy = run(dc, helm_bin, "--check", dra=dra)
+    assert not failure(out), failure(out)
+    warnings = " ".join(task_result(out, "Plan the teams' quotas").get("warnings") or [])
+    assert "Kueue does not count DRA claims of DeviceClass kubegpu-gpu-40g against the gpu.nvidia.com quotas" in \
+        warnings and "ConfigMap kueue-system/kueue-manager-config" in warnings, warnings
+    assert dc.audit.writes(mark) == []
 
     # A MIG layout change: the quotas follow in the pool's new resource names and counts.
     out, stats, dummy = run(dc, helm_bin, layout=MIXED)
@@ -295,11 +331,14 @@ def test_tenancy_openshift(cluster):
     kueue = dc.admin.resources.get(api_version="kueue.openshift.io/v1", kind="Kueue").get(name="cluster").to_dict()
     assert kueue["spec"]["managementState"] == "Managed"
     assert kueue["spec"]["config"]["integrations"]["frameworks"] == ["BatchJob", "Pod", "Deployment", "StatefulSet"]
+    # The DRA pool's mapping in the operand's own field, accepted by the operator's CRD schema.
+    assert kueue["spec"]["config"]["resources"] == {"deviceClassMappings": [DRA_MAPPING]}
     queues = listed(dc, "ClusterQueue")
     assert sorted(queues) == ["batch", "research", "unassigned"]
     assert sorted(listed(dc, "LocalQueue")) == [("batch", "batch"), ("research", "research"),
                                                 ("research-dev", "research")]
     assert nominal(queues) == capacity(out)
+    assert node_group(queues["research"]) == task_result(out, "Plan the teams' quotas")["node_quotas"]["research"]
 
     # Second run and check mode: nothing changes, nothing written.
     for args in ((), ("--check",)):
