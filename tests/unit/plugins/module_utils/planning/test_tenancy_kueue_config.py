@@ -5,10 +5,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
+import pytest
 import yaml
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import parse_claim_templates
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.install import install_plan
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.install import KUEUE_CHART, install_plan
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.kueue_config import (
     CHART_CONFIGURATION,
     chart_values,
@@ -99,3 +102,19 @@ def test_an_existing_kueue_is_told_what_its_configuration_lacks():
         "quotas, so workloads that ask for them stay queued: set the Kueue CR 'cluster' (spec.config) "
         "resources.deviceClassMappings to hold {name: gpu.nvidia.com, deviceClassNames: [gpu.nvidia.com, "
         "kubegpu-gpu-40g, kubegpu-mig-small]}")
+
+
+def test_the_configuration_written_is_the_pinned_charts_default():
+    """CHART_CONFIGURATION restates the pinned chart's managerConfig.controllerManagerConfigYaml (comments aside):
+    a chart bump that changes it fails here (../shared/charts/kueue, or under KUBEGPU_CHARTS_DIR)."""
+    repo = os.path.join(os.path.dirname(__file__), *([os.pardir] * 5))
+    charts = os.environ.get("KUBEGPU_CHARTS_DIR") or os.path.join(repo, os.pardir, "shared", "charts")
+    chart = os.path.join(charts, "kueue")
+    if not os.path.isfile(os.path.join(chart, "values.yaml")):
+        pytest.skip("%s is absent: the Kueue chart's values.yaml (shared/charts, or KUBEGPU_CHARTS_DIR) is needed"
+                    % chart)
+    with open(os.path.join(chart, "Chart.yaml")) as f:
+        assert yaml.safe_load(f)["version"] == KUEUE_CHART["version"]
+    with open(os.path.join(chart, "values.yaml")) as f:
+        text = yaml.safe_load(f)["managerConfig"]["controllerManagerConfigYaml"]
+    assert yaml.safe_load(text) == CHART_CONFIGURATION
