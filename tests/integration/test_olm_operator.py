@@ -168,7 +168,8 @@ def test_unknown_channel_package_or_csv_fail_before_any_write(dc):
     assert package["failed"] is True
     assert package["msg"].startswith(
         "package no-such-operator not found in the catalog (PackageManifest openshift-marketplace/no-such-operator); "
-        "packages available: authorino-operator, gpu-operator-certified, nfd, openshift-custom-metrics-autoscaler-operator, "
+        "packages available: authorino-operator, gpu-operator-certified, kueue-operator, nfd, "
+        "openshift-custom-metrics-autoscaler-operator, "
         "rhods-operator, serverless-operator, servicemeshoperator.")
     csv = _install(dc, ns, channel="v26.7", csv=f"{GPU}.v26.3.2")
     assert csv["failed"] is True and "is not in channel v26.7" in csv["msg"]

@@ -248,6 +248,14 @@ def test_tenancy(cluster, helm_bin):
     again, stats, dummy = run(dc, helm_bin, layout=MIXED, kueue=False)
     assert stats["changed"] == 0 and dc.audit.writes(mark) == [], changed(again)
     pods = dc.admin.resources.get(api_version="v1", kind="Pod")
+    # The API server's quota admission enforces status.hard, which kube-controller-manager's resourcequota controller
+    # copies from spec.hard after the quota is written: until then it admits anything (as on any cluster).
+    rq = dc.admin.resources.get(api_version="v1", kind="ResourceQuota")
+
+    def enforced():
+        status = rq.get(name="kubegpu-gpu-quota", namespace="research").to_dict().get("status") or {}
+        return status.get("hard") == hard and set(status.get("used") or {}) >= set(hard)
+    wait_for(enforced, timeout=120, what="the resourcequota controller to publish the quota's status.hard")
 
     def pod(name, gpus):
         return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "research"},
