@@ -155,7 +155,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitori
     OWNED,
     YAML_IMPORT_ERROR,
     console_plan,
-    console_plugins,
+    set_console_plugins,
     plan_objects,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.settings import (
@@ -222,14 +222,8 @@ def write_console(cluster, obj, check):
     """Read-modify-write of spec.plugins (atomic: apply would take the whole list over); on a conflict the list is
     read again, so a plugin another writer added in between is kept."""
     enable = CONSOLE_PLUGIN_NAME in obj["spec"]["plugins"]
-
-    def mutate(live):
-        plugins = console_plugins(live, enable)
-        if plugins is None:
-            return False
-        live.setdefault("spec", {})["plugins"] = plugins
-        return True
-    update_object(cluster, obj["apiVersion"], obj["kind"], obj["metadata"]["name"], mutate,
+    update_object(cluster, obj["apiVersion"], obj["kind"], obj["metadata"]["name"],
+                  lambda live: set_console_plugins(live, enable),
                   field_manager=MONITORING_FIELD_MANAGER, check_mode=check)
 
 

@@ -135,7 +135,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, gone
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import console_plugins
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import (
+    console_plugins,
+    set_console_plugins,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import MONITORING_FIELD_MANAGER
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import object_key
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.uninstall.plan import (
@@ -255,22 +258,10 @@ def remove_console_plugin(cluster, console, check):
     """NVIDIA's plugin out of the Console's spec.plugins, read-modify-write (the list is shared with the user's
     plugins and atomic for apply); a conflict re-reads, so a plugin another writer added meanwhile stays."""
     meta = console["metadata"]
-
-    def mutate(live):
-        plugins = console_plugins(live, enable=False)
-        if plugins is None:
-            return False
-        spec = live.setdefault("spec", {})
-        if plugins:
-            spec["plugins"] = plugins
-        else:
-            # The field goes when nothing is left, as a Console without plugins has it (none and [] mean the same
-            # to the console; the uninstall leaves the object as it was before site).
-            spec.pop("plugins", None)
-        return True
     before = {"spec": {"plugins": list((console.get("spec") or {}).get("plugins") or [])}}
     after = {"spec": {"plugins": console_plugins(console, enable=False)}}
-    sent = update_object(cluster, console["apiVersion"], console["kind"], meta["name"], mutate,
+    sent = update_object(cluster, console["apiVersion"], console["kind"], meta["name"],
+                         lambda live: set_console_plugins(live, False),
                          field_manager=MONITORING_FIELD_MANAGER, check_mode=check)
     return Change(console["kind"], meta["name"], None, ["spec.plugins"] if sent or check else [], before, after)
 

@@ -69,6 +69,11 @@ def run(dc, helm_bin, *args, layout=None, teams=None, dra=None, **settings):
                                           "helm": {"charts_dir": str(CHARTS), "binary": str(helm_bin)}}, **settings)}
     if dra is not None:
         variables["kubegpu_dra"] = dra
+    return playbook(dc, variables, *args)
+
+
+def playbook(dc, variables, *args):
+    """The tenancy playbook with these variables, as users run it: (JSON output, localhost's stats, seconds)."""
     t0 = time.monotonic()
     proc = dc.playbook(PLAYBOOK, "-i", "localhost,", "-c", "local", "-e",
                        "ansible_python_interpreter={{ ansible_playbook_python }}", "-e", json.dumps(variables), *args,
@@ -277,15 +282,7 @@ def run_openshift(dc, *args):
     """The tenancy playbook on the OpenShift fleet as a user runs it there: no Helm settings, Kueue through OLM."""
     variables = {"kubegpu_platform": "openshift", "kubegpu_node_pools": pools("all-1g.10gb"),
                  "kubegpu_tenancy": {"teams": TEAMS}}
-    t0 = time.monotonic()
-    proc = dc.playbook(PLAYBOOK, "-i", "localhost,", "-c", "local", "-e",
-                       "ansible_python_interpreter={{ ansible_playbook_python }}", "-e", json.dumps(variables), *args,
-                       env={"ANSIBLE_STDOUT_CALLBACK": "json"})
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    return out, out["stats"]["localhost"], time.monotonic() - t0
+    return playbook(dc, variables, *args)
 
 
 def test_tenancy_openshift(cluster):

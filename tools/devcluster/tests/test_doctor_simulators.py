@@ -116,28 +116,29 @@ def test_lost_gpus_knob(dc):
 def test_oom_killed_pod(dc):
     pods = _api(dc, "Pod")
     ns = "default"
-    name = f"oom-{uuid.uuid4().hex[:6]}"
 
-    def pod(annotations):
+    def pod(name, annotations):
         return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": annotations},
                 "spec": {"nodeName": "gpu-l40s-001", "containers": [{"name": "main", "image": "sim"}],
                          "tolerations": [{"operator": "Exists"}]}}
 
-    pods.create(body=pod({"devcluster.kubegpu.io/oom-kill": "true"}), namespace=ns)
+    oom = f"oom-{uuid.uuid4().hex[:6]}"
+    pods.create(body=pod(oom, {"devcluster.kubegpu.io/oom-kill": "true"}), namespace=ns)
 
     def last():
-        s = pods.get(name=name, namespace=ns).status
+        s = pods.get(name=oom, namespace=ns).status
         statuses = s.containerStatuses or []
         return statuses[0].to_dict() if statuses and statuses[0].restartCount else None
 
-    status = wait_for(last, timeout=60, what=f"container OOMKilled ({name})")
+    status = wait_for(last, timeout=60, what=f"container OOMKilled ({oom})")
     assert status["lastState"]["terminated"]["reason"] == "OOMKilled"
     assert status["lastState"]["terminated"]["exitCode"] == 137
     assert status["state"]["waiting"]["reason"] == "CrashLoopBackOff"
-    pods.delete(name=name, namespace=ns)
-    # Without the annotation a pod just runs.
-    wait_for(lambda: not pods.get(namespace=ns, field_selector=f"metadata.name={name}").items, what="pod gone")
-    pods.create(body=pod({}), namespace=ns)
-    wait_for(lambda: pods.get(name=name, namespace=ns).status.phase == "Running", what="plain pod runs")
-    assert pods.get(name=name, namespace=ns).status.containerStatuses[0].restartCount == 0
-    pods.delete(name=name, namespace=ns)
+    pods.delete(name=oom, namespace=ns, grace_period_seconds=0)
+    # Without the annotation a pod just runs. It gets a name of its own: kwok's delete of the first pod goes by
+    # name, and a late retry of it would remove a new pod of the same name (CI met that race under load).
+    plain = f"plain-{uuid.uuid4().hex[:6]}"
+    pods.create(body=pod(plain, {}), namespace=ns)
+    wait_for(lambda: pods.get(name=plain, namespace=ns).status.phase == "Running", what="plain pod runs")
+    assert pods.get(name=plain, namespace=ns).status.containerStatuses[0].restartCount == 0
+    pods.delete(name=plain, namespace=ns, grace_period_seconds=0)

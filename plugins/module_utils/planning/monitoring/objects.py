@@ -149,6 +149,21 @@ def console_plugins(live_console, enable=True):
     return [p for p in plugins if p != CONSOLE_PLUGIN_NAME] if CONSOLE_PLUGIN_NAME in plugins else None
 
 
+def set_console_plugins(live_console, enable):
+    """Change the live Console in place: NVIDIA's plugin added to (enable) or taken out of spec.plugins, the user's
+    plugins kept; an emptied list goes as a field, as a Console without plugins has it. Returns whether it changed
+    (the mutation of a read-modify-write)."""
+    plugins = console_plugins(live_console, enable)
+    if plugins is None:
+        return False
+    spec = live_console.setdefault("spec", {})
+    if plugins:
+        spec["plugins"] = plugins
+    else:
+        spec.pop("plugins", None)
+    return True
+
+
 def console_plan(settings, platform, live_console, installed):
     """The console operator's Console to write, or None, and a warning or None.
 

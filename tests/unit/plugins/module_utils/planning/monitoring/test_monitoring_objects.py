@@ -9,6 +9,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitori
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import (
     console_plan,
     console_plugins,
+    set_console_plugins,
     plan_objects,
     user_workload_configmap,
 )
@@ -143,3 +144,14 @@ def test_dashboard_draws_the_thresholds_and_is_stable():
     assert memory["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 95
     assert len(set(p["id"] for p in model["panels"])) == len(model["panels"])
     assert dashboard_model(settings) == model
+
+
+def test_set_console_plugins_changes_the_live_console_in_place_and_drops_an_emptied_list():
+    live = {"spec": {"managementState": "Managed", "plugins": ["acme-plugin"]}}
+    assert set_console_plugins(live, True) is True
+    assert live["spec"]["plugins"] == ["acme-plugin", "console-plugin-nvidia-gpu"]
+    assert set_console_plugins(live, True) is False
+    assert set_console_plugins(live, False) is True and live["spec"]["plugins"] == ["acme-plugin"]
+    alone = {"spec": {"managementState": "Managed", "plugins": ["console-plugin-nvidia-gpu"]}}
+    assert set_console_plugins(alone, False) is True and alone == {"spec": {"managementState": "Managed"}}
+    assert set_console_plugins(alone, False) is False
