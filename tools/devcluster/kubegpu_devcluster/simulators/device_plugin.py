@@ -224,6 +224,9 @@ def _managed_resource(name: str) -> bool:
 class DevicePluginSimulator(Simulator):
     name = "device-plugin"
     watches = {"Node": "v1", "DaemonSet": "apps/v1", "ConfigMap": "v1"}
+    # Read once per second at most (three knobs per node, hundreds of nodes per batch); the knobs ConfigMap's own
+    # events drop what was read, so a changed knob reaches the nodes it requeues.
+    knobs_ttl = 1.0
 
     def __init__(self, kubeconfig: str):
         super().__init__(kubeconfig)
@@ -279,6 +282,7 @@ class DevicePluginSimulator(Simulator):
             return
         if kind == "ConfigMap":
             if (key[1], key[2]) == (KNOBS_NAMESPACE, KNOBS_CONFIGMAP):   # fail_nodes may have changed
+                self.knobs.invalidate()
                 return self._requeue_nodes()
             ctx = self._ctx or {}
             if not (ctx.get("waiting") and (key[1], key[2]) == (ctx.get("namespace"), ctx.get("cm"))):

@@ -35,18 +35,40 @@ def client_for(kubeconfig: str) -> DynamicClient:
 
 
 class Knobs:
-    """Failure and timing knobs: keys `<simulator>.<knob>` in ConfigMap kubegpu-devcluster/simulator-knobs."""
+    """Failure and timing knobs: keys `<simulator>.<knob>` in ConfigMap kubegpu-devcluster/simulator-knobs.
 
-    def __init__(self, dyn: DynamicClient, prefix: str):
+    ttl > 0 keeps what was read that long: a simulator that acts on hundreds of nodes at once (a roll-out's batch)
+    reads the ConfigMap once, not once per node per knob. A simulator that watches the ConfigMap calls
+    invalidate() on its events, so that a changed knob is seen by the reconciles it triggers."""
+
+    def __init__(self, dyn: DynamicClient, prefix: str, ttl: float = 0.0):
         self._api = dyn.resources.get(api_version="v1", kind="ConfigMap")
         self._prefix = prefix
+        self._ttl = ttl
+        self._read = (None, 0.0)   # (data, monotonic time it was read)
+        self._lock = threading.Lock()
 
-    def get(self, name: str, default: str = "") -> str:
+    def invalidate(self) -> None:
+        with self._lock:
+            self._read = (None, 0.0)
+
+    def _data(self) -> dict:
+        with self._lock:
+            data, at = self._read
+            if data is not None and time.monotonic() - at < self._ttl:
+                return data
         try:
             cm = self._api.get(name=KNOBS_CONFIGMAP, namespace=KNOBS_NAMESPACE)
+            data = (cm.data and cm.data.to_dict()) or {}
         except NotFoundError:
-            return default
-        return ((cm.data and cm.data.to_dict()) or {}).get(f"{self._prefix}.{name}", default)
+            data = {}
+        if self._ttl > 0:
+            with self._lock:
+                self._read = (data, time.monotonic())
+        return data
+
+    def get(self, name: str, default: str = "") -> str:
+        return self._data().get(f"{self._prefix}.{name}", default)
 
     def seconds(self, name: str, default: float) -> float:
         return float(self.get(name, str(default)))
@@ -57,10 +79,12 @@ class Simulator:
 
     name = ""
     watches: dict = {}
+    # Seconds a knobs read is kept (Knobs); 0 reads the ConfigMap on every look.
+    knobs_ttl = 0.0
 
     def __init__(self, kubeconfig: str):
         self.dyn = client_for(kubeconfig)
-        self.knobs = Knobs(self.dyn, self.name)
+        self.knobs = Knobs(self.dyn, self.name, self.knobs_ttl)
         self._queue: list = []
         self._queued: dict = {}
         self._cv = threading.Condition()

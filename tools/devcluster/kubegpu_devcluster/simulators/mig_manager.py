@@ -167,16 +167,36 @@ class MigManagerSimulator(Simulator):
     name = "mig-manager"
     watches = {"Node": "v1", "DaemonSet": "apps/v1"}
     extra_kinds = {"ConfigMap": "v1"}
+    # A batch starts hundreds of nodes at once: the knobs are read once per quarter second, not per node. Knobs are
+    # read when a reconfiguration starts and when it is due (at least mig-manager.seconds later), and every second
+    # while a node hangs, so a knob set before a run is always seen.
+    knobs_ttl = 0.25
 
     def __init__(self, kubeconfig: str):
         super().__init__(kubeconfig)
         self._jobs = {}     # node name -> {"uid", "config", "geometry" or "error", "due", "paused"}
         self._failed = {}   # node uid -> the label value that failed (retried after a label change or a restart)
         self._pods = None   # the DaemonSet's uid and pod template: a change restarts the mig-manager pods
+        self._ds = {}       # namespace -> the mig-manager DaemonSet, as its last reconcile read it
+        self._configs = {}  # (namespace, ConfigMap name) -> (resourceVersion, its mig-configs parsed)
 
     def _daemonset(self) -> dict | None:
-        items = self.api("DaemonSet").get(field_selector=f"metadata.name={MIG_MANAGER_DS}").items
-        return sorted((d.to_dict() for d in items), key=lambda d: d["metadata"]["namespace"])[0] if items else None
+        """The DaemonSet as its watch last delivered it (a batch's nodes start without a list call each)."""
+        return self._ds[sorted(self._ds)[0]] if self._ds else None
+
+    def _mig_configs(self, cm) -> dict:
+        """The ConfigMap's mig-configs, parsed once per resourceVersion (a batch's nodes share one config file)."""
+        key = (cm.metadata.namespace, cm.metadata.name)
+        cached = self._configs.get(key)
+        if cached and cached[0] == cm.metadata.resourceVersion:
+            return cached[1]
+        try:
+            doc = yaml.safe_load(((cm.data and cm.data.to_dict()) or {}).get("config.yaml") or "") or {}
+            configs = doc.get("mig-configs") or {}
+        except (yaml.YAMLError, AttributeError):
+            configs = {}
+        self._configs[key] = (cm.metadata.resourceVersion, configs)
+        return configs
 
     def _patch(self, name: str, labels: dict, annotations: dict | None = None) -> None:
         meta = {"labels": labels}
@@ -188,6 +208,10 @@ class MigManagerSimulator(Simulator):
         if kind == "DaemonSet":
             if key[2] != MIG_MANAGER_DS:
                 return
+            if obj is None:
+                self._ds.pop(key[1], None)
+            else:
+                self._ds[key[1]] = obj.to_dict()
             sig = None if obj is None else json.dumps([obj.metadata.uid, obj.to_dict()["spec"].get("template")],
                                                       sort_keys=True)
             if sig != self._pods:   # the pods (re)started: each looks at its node's label once, failed or not
@@ -249,11 +273,7 @@ class MigManagerSimulator(Simulator):
             if cm is None:
                 log.info("mig-manager: ConfigMap %s/%s missing: the mig-manager pod cannot start", namespace, cm_name)
                 return self.requeue("Node", None, meta["name"], after=2.0)
-            try:
-                doc = yaml.safe_load(((cm.data and cm.data.to_dict()) or {}).get("config.yaml") or "") or {}
-                configs = doc.get("mig-configs") or {}
-            except (yaml.YAMLError, AttributeError):
-                configs = {}
+            configs = self._mig_configs(cm)
         else:
             configs = generated_configs(model)
         if wanted not in configs:
