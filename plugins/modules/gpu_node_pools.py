@@ -182,6 +182,14 @@ options:
       - V(1) sends one at a time. More than the API server's fairness settings admit only queues (HTTP 429, retried).
     type: int
     default: 10
+  refuse_empty_pools:
+    description:
+      - Refuse, before anything is written, a pool that selects no node and names no MachineSet (most often a typo in
+        its selector), as the preflight does. V(false) plans nothing for such a pool and warns.
+      - The C(node_pools) role sets it, so that its playbook's preflight leaves the pools' cluster checks to this
+        module, which makes them on the fleet it plans from (one Node list per run).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
@@ -297,6 +305,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import (
     RELEASED,
     check_gpu_pods,
+    empty_pools,
     plan_pools,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
@@ -304,33 +313,40 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spe
     PoolError,
     parse_pools,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import plan_writes
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import (
+    machineset_writes,
+    plan_writes,
+)
 
 MACHINESET_API = "machine.openshift.io/v1beta1"
 NOTHING_WRITTEN = " Nothing was written."
 
 
 def observe(module):
-    """Everything the plan needs, read with list calls (none per node) and one GET of the device plugin DaemonSet."""
+    """Everything the plan needs, read with list calls (none per node) and one GET of the device plugin DaemonSet.
+    Without a ClusterPolicy (or its status.namespace) "policy_problem" says so and the operator's objects are not
+    read: plan_run still judges the pools, so that every problem is reported at once."""
     cluster = module.cluster
+    seen = {"policy": None, "namespace": None, "policy_problem": None, "configmaps": {},
+            "device_plugin_daemonset": None, "nodes": cluster.list("v1", "Node"), "machinesets": None}
+    if cluster.resource(MACHINESET_API, "MachineSet") is not None:
+        seen["machinesets"] = cluster.list(MACHINESET_API, "MachineSet", namespace=MACHINE_API_NAMESPACE)
     policies = cluster.list(CLUSTER_POLICY_API, "ClusterPolicy")
     if not policies:
-        raise ClusterError("no ClusterPolicy found: install the GPU Operator first (playbook "
-                           "kubegpu.platform.gpu_operator), then share GPUs per pool")
+        seen["policy_problem"] = ("no ClusterPolicy found: install the GPU Operator first (playbook "
+                                  "kubegpu.platform.gpu_operator), then share GPUs per pool")
+        return seen
     policy = sorted(policies, key=lambda p: p["metadata"].get("creationTimestamp") or "")[0]
     namespace = module.params["operator_namespace"] or (policy.get("status") or {}).get("namespace")
+    seen["policy"] = policy
     if not namespace:
-        raise ClusterError("ClusterPolicy {0} reports no status.namespace yet: set operator_namespace".format(
-            policy["metadata"]["name"]))
-    configmaps = dict((c["metadata"]["name"], c) for c in cluster.list("v1", "ConfigMap", namespace=namespace))
-    machinesets = None
-    if cluster.resource(MACHINESET_API, "MachineSet") is not None:
-        machinesets = cluster.list(MACHINESET_API, "MachineSet", namespace=MACHINE_API_NAMESPACE)
-    return {
-        "policy": policy, "namespace": namespace, "configmaps": configmaps,
-        "nodes": cluster.list("v1", "Node"), "machinesets": machinesets,
-        "device_plugin_daemonset": cluster.get("apps/v1", "DaemonSet", DEVICE_PLUGIN_DAEMONSET, namespace),
-    }
+        seen["policy_problem"] = "ClusterPolicy {0} reports no status.namespace yet: set operator_namespace".format(
+            policy["metadata"]["name"])
+        return seen
+    seen["namespace"] = namespace
+    seen["configmaps"] = dict((c["metadata"]["name"], c) for c in cluster.list("v1", "ConfigMap", namespace=namespace))
+    seen["device_plugin_daemonset"] = cluster.get("apps/v1", "DaemonSet", DEVICE_PLUGIN_DAEMONSET, namespace)
+    return seen
 
 
 def reconcile_configuration(module, seen, objects):
@@ -517,19 +533,36 @@ def wait_batch(module, title, expectations, selector, rollout, pool):
 
 
 def plan_run(module):
-    """Observe and plan, every refusal included; fails the module before anything is written."""
+    """Observe and plan, every refusal included; fails the module before anything is written, with every problem
+    found: the ClusterPolicy's, the pools' against the nodes and MachineSets (and, with refuse_empty_pools, a pool
+    that selects no node)."""
     params = module.params
     try:
         pools = parse_pools(params["pools"])
-        seen = observe(module)
-        cms = seen["configmaps"]
+    except PoolError as err:
+        module.fail_json(msg=str(err) + NOTHING_WRITTEN)
+    seen = observe(module)
+    problems = [seen["policy_problem"]] if seen["policy_problem"] else []
+    cms = seen["configmaps"]
+    plan = None
+    try:
         plan = plan_pools(pools, seen["nodes"],
                           ((cms.get(params["mig_configmap"]) or {}).get("data") or {}).get("config.yaml"),
                           (cms.get(params["device_plugin_configmap"]) or {}).get("data"))
-        plan["objects"] = plan_writes(plan, pools, seen, {"mig_configmap": params["mig_configmap"],
-                                                          "device_plugin_configmap": params["device_plugin_configmap"]})
+        if problems:
+            machineset_writes(plan, pools, seen["machinesets"])
+        else:
+            plan["objects"] = plan_writes(plan, pools, seen, {
+                "mig_configmap": params["mig_configmap"], "device_plugin_configmap": params["device_plugin_configmap"]})
     except PoolError as err:
-        module.fail_json(msg=str(err) + NOTHING_WRITTEN)
+        problems.append(str(err))
+    if plan is not None and params["refuse_empty_pools"]:
+        problems.extend(empty_pools(pools, plan, len(seen["nodes"])))
+    if len(problems) == 1:
+        module.fail_json(msg=problems[0] + "." + NOTHING_WRITTEN, plan=plan)
+    if problems:
+        module.fail_json(msg="{0} problems found before anything was written; nothing was written:\n- {1}".format(
+            len(problems), "\n- ".join(problems)), plan=plan)
     busy = []
     # Checked even when this call labels no node (the role's first call): the refusal must come before the
     # ConfigMaps are written.
@@ -604,6 +637,7 @@ def main():
             "wait": {"type": "bool", "default": True},
             "timeout": {"type": "int", "default": 900},
             "parallel_writes": {"type": "int", "default": DEFAULT_PARALLEL_WRITES},
+            "refuse_empty_pools": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
         waits=True,

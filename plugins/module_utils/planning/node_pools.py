@@ -215,6 +215,23 @@ def plan_pools(pools, nodes, existing_mig_config_yaml=None, existing_device_plug
     }
 
 
+def empty_pools(pools, plan, node_count):
+    """The refusal of each pool that selects no node and names no MachineSet (most often a typo in its selector),
+    one line per pool. plan_pools only warns about such a pool; the preflight, and gpu_node_pools run by the
+    node_pools role, refuse it before anything is written. pools: Pools from parse_pools; plan: their plan_pools."""
+    return ["pool '%s': selects no node: its selector %s matches none of the cluster's %d nodes; correct the "
+            "selector (node labels: kubectl get nodes --show-labels), or remove the pool"
+            % (pool.name, _selector_text(pool.selector), node_count)
+            for pool, entry in zip(pools, plan["pools"]) if not entry["nodes"] and not pool.machinesets]
+
+
+def _selector_text(selector):
+    parts = ["%s=%s" % item for item in sorted((selector or {}).get("matchLabels", {}).items())]
+    parts += ["%s %s %s" % (e["key"], e["operator"], e.get("values") or "")
+              for e in (selector or {}).get("matchExpressions", [])]
+    return "{%s}" % ", ".join(parts)
+
+
 def _rollout_steps(entries, released):
     """Return the roll-out in order, one entry per batch: {pool, batch (from 1), batches, nodes}.
 

@@ -61,7 +61,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventor
     serving_message,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring import settings as monitoring_settings
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import plan_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import empty_pools, plan_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import OlmError, select
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import machineset_writes
@@ -171,23 +171,11 @@ def _node_pools(variables, stages, observed, requirements):
         machineset_writes(plan, pools, observed.get("machinesets"))
     except PoolError as e:
         return problems + ["kubegpu_node_pools: %s" % e], done
-    for pool, entry in zip(pools, plan["pools"]):
-        if not entry["nodes"] and not pool.machinesets:
-            problems.append(
-                "kubegpu_node_pools: pool '%s': selects no node: its selector %s matches none of the cluster's %d "
-                "nodes; correct the selector (node labels: kubectl get nodes --show-labels), or remove the pool"
-                % (pool.name, _selector_text(pool.selector), len(nodes)))
-        else:
-            done.append("pool %s (%s): %s" % (pool.name, pool.strategy, ", ".join(entry["nodes"]) or
-                                              "no node yet (MachineSets %s)" % ", ".join(pool.machinesets)))
+    problems += ["kubegpu_node_pools: %s" % problem for problem in empty_pools(pools, plan, len(nodes))]
+    done += ["pool %s (%s): %s" % (pool.name, pool.strategy, ", ".join(entry["nodes"]) or
+                                   "no node yet (MachineSets %s)" % ", ".join(pool.machinesets))
+             for pool, entry in zip(pools, plan["pools"]) if entry["nodes"] or pool.machinesets]
     return problems, done
-
-
-def _selector_text(selector):
-    parts = ["%s=%s" % item for item in sorted((selector or {}).get("matchLabels", {}).items())]
-    parts += ["%s %s %s" % (e["key"], e["operator"], e.get("values") or "")
-              for e in (selector or {}).get("matchExpressions", [])]
-    return "{%s}" % ", ".join(parts)
 
 
 def _dra(variables, stages, observed, requirements):

@@ -319,6 +319,17 @@ def test_pool_without_nodes_is_a_warning():
     assert plan["mig_parted_config"] == "version: v1\nmig-configs:\n  all-disabled:\n  - devices: all\n    mig-enabled: false\n"
 
 
+def test_empty_pools_refuses_a_pool_that_selects_nothing_unless_it_waits_for_machinesets():
+    pools = parse_pools([raw_pool("typo", selector={"matchLabels": {"pool": "typ0"},
+                                                    "matchExpressions": [{"key": "zone", "operator": "In",
+                                                                          "values": ["a"]}]}),
+                         raw_pool("scaled", machinesets=["gpu-h100-1a"]), raw_pool("n")])
+    plan = plan_pools(pools, [member("n", "n"), member("m", "n")])
+    assert node_pools.empty_pools(pools, plan, 2) == [
+        "pool 'typo': selects no node: its selector {pool=typ0, zone In ['a']} matches none of the cluster's 2 nodes; "
+        "correct the selector (node labels: kubectl get nodes --show-labels), or remove the pool"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Batches
 # ---------------------------------------------------------------------------------------------
