@@ -23,6 +23,11 @@ description:
     runs while the objects it finalizes go. An OLM install goes with its Subscription, the CSV it installed and its
     OperatorGroup; a Helm release of the stage's charts with C(helm uninstall), and the namespace Helm created for
     it; namespaces the collection created (labelled managed-by) go last, with the gpu_operator stage.
+  - When the collection installed OpenShift AI (its C(rhods-operator) Subscription carries the collection's field
+    manager), the serving stage also removes what the operator made by itself, in the order of Red Hat's uninstall
+    - the DSCInitialization after the DataScienceCluster, then the operator (OLM deletes the webhooks it created from
+    the CSV), then the operator's namespaces C(redhat-ods-applications) and C(redhat-ods-monitoring). OpenShift AI
+    installed by someone else is left whole.
   - Node pool labels are not this module's - the C(uninstall) role hands the nodes back through C(dra_nodes) and
     C(gpu_node_pools) with no pools (their released nodes), which wait for mig-manager and the device plugin; the
     node_pools stage here then removes the collection's annotations from nodes in no pool and puts back the device

@@ -3,7 +3,9 @@
 Every object of every kind the API server serves (the stages' and what their operators, charts and simulators made
 from them, and the nodes' labels and annotations) is read before `site`; after `site` and `uninstall` it must read
 the same again, modulo what the server manages (resourceVersion, uid, managedFields, timestamps, generation, status)
-and what is left on purpose (plan.KEPT: CRDs, OpenShift's FeatureGate; OPERATORS_OWN below), each named with why.
+and what is left on purpose (plan.KEPT: CRDs, OpenShift's FeatureGate), each named with why. What OpenShift AI's
+operator made by itself from the collection's install (its DSCInitialization, its namespaces, the webhook OLM made
+from its CSV, played by an admission policy) goes too: the collection installed OpenShift AI.
 Check mode lists what would be removed and writes nothing; a second uninstall changes nothing and writes nothing
 (writes counted in the audit log, the admin user's: the modules' and helm's own).
 """
@@ -28,11 +30,6 @@ VOLATILE = {"Event", "Lease", "EndpointSlice", "Endpoints", "ComponentStatus", "
 # Server-managed metadata, and the simulated hardware's own bookkeeping on nodes (not the cluster's API state).
 SERVER_FIELDS = ("resourceVersion", "uid", "managedFields", "creationTimestamp", "generation", "selfLink")
 SIMULATOR_ANNOTATION = "devcluster.kubegpu.io/"
-# What OpenShift AI's operator made by itself from its install (not from an object of the collection), which OLM
-# leaves when the operator goes: its DSCInitialization, its applications namespace with the KServe controller it
-# deployed there, its admission policy. Its own uninstall procedure removes them (docs/uninstall.md).
-OPERATORS_OWN = ("DSCInitialization/", "/redhat-ods-applications/", "Namespace//redhat-ods-applications",
-                 "ValidatingAdmissionPolicy/", "ValidatingAdmissionPolicyBinding/")
 CHARTS = paths.charts_dir()
 
 pytestmark = pytest.mark.skipif(not (CHARTS / "dra-driver-nvidia-gpu").is_dir(),
@@ -108,7 +105,7 @@ def differences(before: dict, after: dict) -> dict:
 
 def kept_on_purpose(key: str) -> bool:
     kind = key.split("/", 1)[0]
-    return kind in KEPT or any(part in key for part in OPERATORS_OWN) or key.startswith(OPERATORS_OWN)
+    return kind in KEPT
 
 
 def run(dc, playbook, *args):
@@ -171,6 +168,15 @@ def test_uninstall_leaves_the_cluster_as_before_site(cluster):
                 "Subscription/nvidia-gpu-operator/gpu-operator-certified", "Namespace/openshift-nfd",
                 "PrometheusRule/nvidia-gpu-operator/kubegpu-gpu-alerts"):
         assert key in listed, f"{key} not listed by uninstall --check: {listed}"
+    # OpenShift AI, which the collection installed, in the order of Red Hat's uninstall: its DataScienceCluster, its
+    # DSCInitialization, the operator, then the namespace the operator made (its own namespace goes last, with the
+    # other namespaces the collection created).
+    rhods = [k for k in listed if k.startswith("Subscription/redhat-ods-operator/")]
+    assert rhods, listed
+    assert listed.index("DataScienceCluster/default-dsc") < listed.index("DSCInitialization/default-dsci") < \
+        listed.index(rhods[0]) < listed.index("Namespace/redhat-ods-applications") < \
+        listed.index("Namespace/redhat-ods-operator"), listed
+    assert "ValidatingAdmissionPolicy//kubegpu-devcluster-odh-acceleratorprofile-webhook" in converged
     # Reverse order of site: monitoring's first, the GPU Operator's last, models before their runtimes.
     assert listed.index("PrometheusRule/nvidia-gpu-operator/kubegpu-gpu-alerts") < listed.index(
         "InferenceService/llm/llama-8b") < listed.index("ServingRuntime/llm/vllm") < listed.index(
@@ -191,6 +197,9 @@ def test_uninstall_leaves_the_cluster_as_before_site(cluster):
     # The user's namespace and ConfigMap stayed (equal to before); the namespaces the collection created went.
     assert "Namespace//nvidia-gpu-operator" in after and "ConfigMap/nvidia-gpu-operator/team-notes" in after
     assert "Namespace//openshift-nfd" not in after and "Namespace//openshift-keda" not in after
+    # What OpenShift AI's operator made by itself went with it (the snapshot's equality says so too).
+    assert not [k for k in after if k.startswith(("DSCInitialization/", "ValidatingAdmissionPolicy/"))
+                or "redhat-ods" in k], [k for k in after if "redhat-ods" in k]
 
     mark = dc.audit.mark()
     out, stats, seconds = run(dc, "uninstall")

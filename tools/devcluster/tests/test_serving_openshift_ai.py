@@ -129,6 +129,25 @@ class TestOpenShiftAI3:
         requests(oc, "embed", 2)
         pod = wait_for(lambda: oc.pods("serving.kserve.io/inferenceservice=embed"), what="scale from zero")[0]
         assert pod["spec"]["nodeSelector"] == {"devcluster.kubegpu.io/node-group": "gpu-l40s"}
+        # Red Hat's uninstall: the DataScienceCluster and DSCInitialization go and stay gone (the operator makes its
+        # default one only when it starts), then the operator's CSV; OLM deletes the webhook it made from the CSV
+        # (labelled with the CSV as owner), here the policy that plays it.
+        admission = "admissionregistration.k8s.io/v1"
+        policy = oc.get(admission, "ValidatingAdmissionPolicy", "kubegpu-devcluster-odh-acceleratorprofile-webhook",
+                        None)
+        assert policy["metadata"]["labels"] == {"olm.owner": "rhods-operator.3.5.0",
+                                                "olm.owner.kind": "ClusterServiceVersion",
+                                                "olm.owner.namespace": "redhat-ods-operator"}
+        for api_version, kind, name in (("datasciencecluster.opendatahub.io/v2", "DataScienceCluster", "default-dsc"),
+                                        ("dscinitialization.opendatahub.io/v2", "DSCInitialization", "default-dsci")):
+            oc.api(api_version, kind).delete(name=name)
+            wait_for(lambda v=api_version, k=kind, n=name: oc.get(v, k, n, None) is None, what=f"{kind} gone")
+        oc.api(SUB, "Subscription").delete(name="rhods-operator", namespace="redhat-ods-operator")
+        oc.api(SUB, "ClusterServiceVersion").delete(name="rhods-operator.3.5.0", namespace="redhat-ods-operator")
+        wait_for(lambda: all(oc.get(admission, k, "kubegpu-devcluster-odh-acceleratorprofile-webhook", None) is None
+                             for k in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")),
+                 what="the operator's admission policy gone with its CSV")
+        assert oc.get("dscinitialization.opendatahub.io/v2", "DSCInitialization", "default-dsci", None) is None
 
 
 def _with_runtime(c: Cluster, body: dict) -> dict:

@@ -32,6 +32,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
 
 RHOAI_NAMESPACE = "redhat-ods-operator"
 APPLICATIONS_NAMESPACE = "redhat-ods-applications"
+MONITORING_NAMESPACE = "redhat-ods-monitoring"     # OpenShift AI's monitoring stack (its DSCInitialization's default)
 KEDA_NAMESPACE_OPENSHIFT = "openshift-keda"
 DSC_NAME = "default-dsc"
 DSCI_NAME = "default-dsci"

@@ -11,7 +11,9 @@ The module deletes a step's objects and waits until they are gone before the nex
 `STEPS` names, per stage and step, the kinds to read and how an object of them is recognised as ours
 (ownership.py): `label` (managed-by=kubegpu.platform, and the stage's own label key when given), `manager` (one of
 the collection's field managers holds fields of it), `csv` (the CSV a Subscription of ours installed), `namespace`
-(a Namespace labelled ours). A `helm` step uninstalls the stage's Helm releases, then the namespace Helm created
+(a Namespace labelled ours), `openshift_ai` / `openshift_ai_namespace` (what OpenShift AI's operator made by itself
+- its DSCInitialization, its applications and monitoring namespaces - when the collection installed OpenShift AI,
+`openshift_ai_ours`). A `helm` step uninstalls the stage's Helm releases, then the namespace Helm created
 for one (`helm_namespace_removable`). `release` marks an object someone else made where a stage only set
 fields: the uninstall gives those fields back (a server-side apply of nothing under that field manager) instead of
 deleting the object.
@@ -53,8 +55,15 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import console_plugins
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import object_key
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.install import (
+    APPLICATIONS_NAMESPACE,
+    MONITORING_NAMESPACE,
+    RHOAI_NAMESPACE,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.platform import (
     CMA,
+    DSC_GROUP,
+    DSCI_GROUP,
     RHOAI,
     SERVERLESS,
     SERVICE_MESH,
@@ -75,7 +84,11 @@ ORDER = tuple(reversed(SITE_ORDER))
 OLM_V1 = "operators.coreos.com/v1"
 OLM_V1ALPHA1 = "operators.coreos.com/v1alpha1"
 KUEUE_APIS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
-DSC_APIS = ("datasciencecluster.opendatahub.io/v2", "datasciencecluster.opendatahub.io/v1")
+DSC_APIS = tuple("%s/%s" % (DSC_GROUP, v) for v in ("v2", "v1"))
+DSCI_APIS = tuple("%s/%s" % (DSCI_GROUP, v) for v in ("v2", "v1"))
+# The namespaces OpenShift AI's operator creates for itself (its DSCInitialization's applications and monitoring
+# namespaces, as the serving stage sets them): Red Hat's uninstall deletes them once the operator is gone.
+OPENSHIFT_AI_NAMESPACES = (APPLICATIONS_NAMESPACE, MONITORING_NAMESPACE)
 DRA_API = "resource.k8s.io/v1"
 NFD_API = "nfd.openshift.io/v1"
 MACHINE_SET_API = "machine.openshift.io/v1beta1"
@@ -132,7 +145,13 @@ STEPS = {
             _rule(DSC_APIS, "DataScienceCluster", "manager", managers=(SERVING_FIELD_MANAGER,)),
             _rule("keda.sh/v1alpha1", "KedaController", "manager", managers=(SERVING_FIELD_MANAGER,)),
             _rule(("operator.knative.dev/v1beta1",), "KnativeServing", "manager", managers=(SERVING_FIELD_MANAGER,))]),
+        # What OpenShift AI's operator made by itself, only when the collection installed OpenShift AI
+        # (`openshift_ai_ours`), in the order of Red Hat's uninstall: its DSCInitialization once the
+        # DataScienceCluster is gone, then the operator (OLM takes the webhooks it created from the CSV with it),
+        # then the namespaces the operator created.
+        ("OpenShift AI's DSCInitialization", [_rule(DSCI_APIS, "DSCInitialization", "openshift_ai")]),
         ("serving operators", _operators("serving")),
+        ("OpenShift AI's namespaces", [_rule("v1", "Namespace", "openshift_ai_namespace")]),
         ("serving charts", [{"helm": "serving"}]),
     ],
     "tenancy": [
@@ -231,6 +250,10 @@ def _ours(stage, rule, obj, context):
         return bool(our_managers(obj, rule["managers"])) and meta.get("namespace") in context["operator_namespaces"]
     if how == "namespace":
         return labelled_ours(obj)
+    if how == "openshift_ai":
+        return context["openshift_ai"]
+    if how == "openshift_ai_namespace":
+        return context["openshift_ai"] and meta.get("name") in OPENSHIFT_AI_NAMESPACES
     if how == "foreign_namespace":
         return not labelled_ours(obj) and bool(our_managers(obj, rule["managers"]))
     if how == "node":
@@ -275,7 +298,7 @@ def plan_stage(stage, listed, releases=()):
     """
     if stage not in STEPS:
         raise ValueError("unknown stage %r; valid: %s" % (stage, ", ".join(ORDER)))
-    context = {"csvs": set(), "operator_namespaces": set()}
+    context = {"csvs": set(), "operator_namespaces": set(), "openshift_ai": openshift_ai_ours(listed)}
     steps = []
     for title, rules in STEPS[stage]:
         step = {"title": title, "delete": [], "release": [], "helm": [], "nodes": [], "plugins": []}
@@ -304,6 +327,20 @@ def plan_stage(stage, listed, releases=()):
         if any(step[k] for k in ("delete", "release", "helm", "nodes", "plugins")):
             steps.append(step)
     return steps
+
+
+def openshift_ai_ours(listed):
+    """Whether the collection installed OpenShift AI: a Subscription of the rhods-operator package carries the
+    collection's field manager. Once the uninstall deleted that Subscription (a wait round can end right after), the
+    operator's namespace the collection created (labelled ours; it goes last, with the gpu_operator stage) tells it,
+    as long as no other Subscription of the package is there. OpenShift AI installed by someone else: False, and
+    nothing the operator made is touched."""
+    subscriptions = [s for s in listed.get((OLM_V1ALPHA1, "Subscription")) or []
+                     if (s.get("spec") or {}).get("name") == RHOAI]
+    if subscriptions:
+        return any(our_managers(s, (FIELD_MANAGER,)) for s in subscriptions)
+    return any(labelled_ours(n) for n in listed.get(("v1", "Namespace")) or []
+               if (n.get("metadata") or {}).get("name") == RHOAI_NAMESPACE)
 
 
 def _note_subscription(sub, context):

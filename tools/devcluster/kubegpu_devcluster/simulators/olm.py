@@ -21,10 +21,22 @@ import secrets
 
 from .. import catalog
 from ..catalog import MARKETPLACE_NS, csv_version
-from .framework import Simulator, now
+from .framework import Simulator, log, now
 
 V1A1 = "operators.coreos.com/v1alpha1"
+ADMISSION = "admissionregistration.k8s.io/v1"
+# The cluster-scoped kinds OLM deletes with their CSV (by its owner labels) that a simulator creates.
+OWNED_CLUSTER_KINDS = ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy",
+                       "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 PHASES = ["Pending", "InstallReady", "Installing", "Succeeded"]
+
+
+def olm_owner_labels(csv: dict) -> dict:
+    """The labels OLM puts on a cluster-scoped object it creates for a CSV (an owner reference cannot point from a
+    cluster-scoped object to a namespaced one): OLM deletes the objects so labelled when the CSV goes."""
+    meta = csv["metadata"]
+    return {"olm.owner": meta["name"], "olm.owner.kind": "ClusterServiceVersion",
+            "olm.owner.namespace": meta["namespace"]}
 
 
 def _version_key(v: str) -> tuple:
@@ -39,6 +51,20 @@ class OlmSimulator(Simulator):
     def reconcile(self, kind, key, obj):
         if obj is not None:
             getattr(self, f"_{kind.lower()}")(obj.to_dict())
+        elif kind == "ClusterServiceVersion":
+            self._csv_deleted(key[1], key[2])
+
+    def _csv_deleted(self, namespace: str, name: str) -> None:
+        """As OLM does once a CSV is deleted: the cluster-scoped objects it made for it (labelled with the CSV as
+        owner, olm_owner_labels) go too; here the admission kinds (webhooks, and the admission policies the
+        simulators play webhooks with)."""
+        selector = ",".join(f"{k}={v}" for k, v in sorted(olm_owner_labels(
+            {"metadata": {"name": name, "namespace": namespace}}).items()))
+        for api_kind in OWNED_CLUSTER_KINDS:
+            api = self.dyn.resources.get(api_version=ADMISSION, kind=api_kind)
+            for item in api.get(label_selector=selector).items:
+                api.delete(name=item.metadata.name)
+                log.info("olm: %s %s deleted with its CSV %s/%s", api_kind, item.metadata.name, namespace, name)
 
     # -- Subscription
     def _set_sub_status(self, sub: dict, status: dict) -> None:

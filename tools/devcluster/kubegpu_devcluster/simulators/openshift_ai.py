@@ -54,6 +54,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from .. import crds, paths
 from . import serving
 from .framework import Simulator, log
+from .olm import olm_owner_labels
 
 CSV = "operators.coreos.com/v1alpha1"
 DSC_GROUP = "datasciencecluster.opendatahub.io"
@@ -113,6 +114,7 @@ class OpenShiftAISimulator(Simulator):
     def __init__(self, kubeconfig: str):
         super().__init__(kubeconfig)
         self._first_seen = {}   # uid -> monotonic time first reconciled (ready_seconds)
+        self._started = set()   # uids of the rhods-operator CSVs whose start was played (default DSCInitialization)
 
     # -- helpers
     def _installed(self, package: str) -> dict | None:
@@ -188,7 +190,11 @@ class OpenShiftAISimulator(Simulator):
             self.dyn.resources.invalidate_cache()
             if created:
                 log.info("openshift-ai: %s: CRDs %s", name, ", ".join(created))
-            self._default_dsci(major)
+            if csv["metadata"]["uid"] not in self._started:
+                # As the operator does when it starts, once: a DSCInitialization deleted later stays deleted
+                # (the uninstall deletes it before the operator).
+                self._started.add(csv["metadata"]["uid"])
+                self._default_dsci(major)
             self._accelerator_profiles(major)
         elif name.startswith(PACKAGES["serverless-operator"]):
             crds.ensure(self.dyn, [OWN_CRDS / "operator.knative.dev_knativeservings.yaml"])
@@ -201,7 +207,10 @@ class OpenShiftAISimulator(Simulator):
 
     def _accelerator_profiles(self, major: int) -> None:
         """OpenShift AI 3.x's webhook refuses new AcceleratorProfiles (HardwareProfile replaces them). The local API
-        server calls no webhooks, so an in-process ValidatingAdmissionPolicy plays it: the refusal is real."""
+        server calls no webhooks, so an in-process ValidatingAdmissionPolicy plays it: the refusal is real.
+        OLM creates an operator's webhooks from its CSV, labelled with the CSV as owner (olm.owner...), and deletes
+        them with the CSV: the policy and its binding carry the same labels (of the newest installed CSV), and the
+        OLM simulator deletes them when that CSV goes."""
         vap = self.dyn.resources.get(api_version="admissionregistration.k8s.io/v1", kind="ValidatingAdmissionPolicy")
         binding = self.dyn.resources.get(api_version="admissionregistration.k8s.io/v1",
                                          kind="ValidatingAdmissionPolicyBinding")
@@ -210,9 +219,13 @@ class OpenShiftAISimulator(Simulator):
                 if serving.get(api, None, ACCELERATOR_POLICY):
                     api.delete(name=ACCELERATOR_POLICY)
             return
+        owner = self._installed("rhods-operator")
+        if owner is None:
+            return
+        labels = olm_owner_labels(owner)
         vap.server_side_apply(field_manager=MANAGER, force_conflicts=True, body={
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": ACCELERATOR_POLICY},
+            "metadata": {"name": ACCELERATOR_POLICY, "labels": labels},
             "spec": {"failurePolicy": "Fail",
                      "matchConstraints": {"resourceRules": [{"apiGroups": ["dashboard.opendatahub.io"],
                                                              "apiVersions": ["*"], "operations": ["CREATE"],
@@ -222,7 +235,7 @@ class OpenShiftAISimulator(Simulator):
                                                  "create a HardwareProfile (infrastructure.opendatahub.io/v1)"}]}})
         binding.server_side_apply(field_manager=MANAGER, force_conflicts=True, body={
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": ACCELERATOR_POLICY},
+            "metadata": {"name": ACCELERATOR_POLICY, "labels": labels},
             "spec": {"policyName": ACCELERATOR_POLICY, "validationActions": ["Deny"]}})
 
     def _default_dsci(self, major: int) -> None:

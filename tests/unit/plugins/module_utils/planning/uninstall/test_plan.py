@@ -19,6 +19,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.uninstal
     helm_namespace_removable,
     node_reset,
     our_releases,
+    openshift_ai_ours,
     plan_stage,
     rules_of,
     summary,
@@ -118,6 +119,67 @@ def test_serving_models_then_runtimes_then_platform_then_operators():
     assert [s["step"] for s in summary(plan_stage("gpu_operator", listed))] == ["GPU Operator and NFD operators"]
 
 
+def _openshift_ai(sub_managers, namespace_labels=None):
+    """A cluster with OpenShift AI 3.x installed (by `sub_managers`) and what its operator made by itself."""
+    listed = {
+        ("datasciencecluster.opendatahub.io/v2", "DataScienceCluster"): [
+            obj("DataScienceCluster", "default-dsc", managers=("kubegpu.platform/serving",))],
+        ("dscinitialization.opendatahub.io/v2", "DSCInitialization"): [
+            obj("DSCInitialization", "default-dsci", managers=("rhods-operator", "kubegpu.platform/serving"))],
+        # The same object served in v1 too: taken once.
+        ("dscinitialization.opendatahub.io/v1", "DSCInitialization"): [obj("DSCInitialization", "default-dsci")],
+        ("v1", "Namespace"): [obj("Namespace", "redhat-ods-operator", labels=namespace_labels),
+                              obj("Namespace", "redhat-ods-applications", managers=("rhods-operator",)),
+                              obj("Namespace", "redhat-ods-monitoring", managers=("rhods-operator",)),
+                              obj("Namespace", "llm", labels=OURS)],
+        ("operators.coreos.com/v1alpha1", "ClusterServiceVersion"): [
+            obj("ClusterServiceVersion", "rhods-operator.3.5.0", "redhat-ods-operator")],
+        ("operators.coreos.com/v1", "OperatorGroup"): [
+            obj("OperatorGroup", "rhods", "redhat-ods-operator", managers=sub_managers or ())],
+    }
+    if sub_managers is not None:
+        listed[("operators.coreos.com/v1alpha1", "Subscription")] = [
+            obj("Subscription", "rhods-operator", "redhat-ods-operator", managers=sub_managers,
+                spec={"name": "rhods-operator"}, status={"installedCSV": "rhods-operator.3.5.0"})]
+    return listed
+
+
+def test_openshift_ai_installed_by_us_goes_with_what_its_operator_made_in_red_hats_order():
+    steps = plan_stage("serving", _openshift_ai(("kubegpu.platform",), OURS))
+    assert keys(steps) == [
+        ("serving platform", ["DataScienceCluster/default-dsc"], [], [], []),
+        ("OpenShift AI's DSCInitialization", ["DSCInitialization/default-dsci"], [], [], []),
+        ("serving operators", ["Subscription/redhat-ods-operator/rhods-operator",
+                               "ClusterServiceVersion/redhat-ods-operator/rhods-operator.3.5.0",
+                               "OperatorGroup/redhat-ods-operator/rhods"], [], [], []),
+        # The operator's own namespace is the collection's (labelled): it goes last, with the gpu_operator stage.
+        ("OpenShift AI's namespaces", ["Namespace/redhat-ods-applications", "Namespace/redhat-ods-monitoring"],
+         [], [], []),
+    ]
+
+
+def test_openshift_ai_of_ours_is_still_told_once_its_subscription_is_gone():
+    # A wait round ended after the operators' step: the namespace the collection created for the operator tells.
+    listed = _openshift_ai(None, OURS)
+    assert openshift_ai_ours(listed) is True
+    assert [s["step"] for s in summary(plan_stage("serving", listed))] == [
+        "serving platform", "OpenShift AI's DSCInitialization", "OpenShift AI's namespaces"]
+
+
+@pytest.mark.parametrize("sub_managers, namespace_labels", [
+    (("kubectl-create",), None),          # installed by someone else, in a namespace they made
+    (("kubectl-create",), OURS),          # by someone else, whatever the namespace says: the Subscription tells
+    (None, None),                         # no Subscription, and a namespace the collection did not create
+])
+def test_openshift_ai_someone_else_installed_is_left_whole(sub_managers, namespace_labels):
+    listed = _openshift_ai(sub_managers, namespace_labels)
+    assert openshift_ai_ours(listed) is False
+    steps = summary(plan_stage("serving", listed))
+    removed = [k for s in steps for k in s["delete"] + s["release"]]
+    # Only the DataScienceCluster the serving stage applied goes; nothing of the operator's.
+    assert removed == ["DataScienceCluster/default-dsc"], removed
+
+
 def test_an_object_made_by_a_controller_from_ours_is_left_to_its_owner():
     claim = dict(OURS, **{"kubegpu.io/claim-template": "gpu-80g"})
     listed = {("resource.k8s.io/v1", "ResourceClaim"): [
@@ -213,7 +275,8 @@ def test_every_rule_names_a_known_way_to_tell_ours():
     for stage in ORDER:
         for rule in rules_of(stage):
             assert rule["how"] in ("label", "manager", "release", "subscription", "csv", "operator_group",
-                                   "namespace", "foreign_namespace", "node", "console"), rule
+                                   "namespace", "foreign_namespace", "node", "console", "openshift_ai",
+                                   "openshift_ai_namespace"), rule
     with pytest.raises(ValueError, match="unknown stage 'report'"):
         plan_stage("report", {})
 
