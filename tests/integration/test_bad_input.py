@@ -33,7 +33,7 @@ PREFLIGHT_TASK = "Check the inventory and the cluster before anything is written
 POOLS_PLAN_TASK = "Plan every pool, then reconcile the ConfigMaps, the ClusterPolicy and MachineSet templates"
 WORKERS = int(os.environ.get("KUBEGPU_BAD_INPUT_WORKERS", "3"))
 SITE, OPERATOR, POOLS, DRA, SERVING = "site", "gpu_operator", "node_pools", "dra", "serving"
-MONITORING = "monitoring"
+MONITORING, UNINSTALL = "monitoring", "uninstall"
 
 
 def operator(**changes):
@@ -241,6 +241,13 @@ CASES = [
      monitoring(openshift={"console_plugin": True, "console_plugin_image": "quay.io/x/console plugin:0.3"}),
      ["kubegpu_monitoring.openshift.console_plugin_image: 'quay.io/x/console plugin:0.3' is not an image reference"]),
     # --tags dra on site: the first play is tagged always, so the DRA input is still checked first.
+    # -- uninstall: it reads the inventory only for the helm binary; a wrong one stops it before anything goes.
+    ("uninstall-misspelt-variable", UNINSTALL, {"kubegpu_tenancyy": {"helm": {"binary": "helm"}}},
+     ["kubegpu_tenancyy: not a variable of kubegpu.platform", "did you mean 'kubegpu_tenancy'"]),
+    ("uninstall-helm-binary-list", UNINSTALL, {"kubegpu_dra": {"helm": {"binary": ["helm"]}}},
+     ["kubegpu_dra.helm.binary: expected a string, got ['helm']"]),
+    ("uninstall-misspelt-helm-key", UNINSTALL, {"kubegpu_serving": {"helm": {"binry": "/usr/bin/helm"}}},
+     ["kubegpu_serving.helm: unknown key 'binry'", "did you mean 'binary'"]),
     ("tags-dra-still-checks", SITE, dra(driver={"log_verbosity": "loud"}),
      ["kubegpu_dra.driver.log_verbosity: expected an integer, got 'loud'"], ("fresh", "converged"), ["--tags", "dra"]),
 ]

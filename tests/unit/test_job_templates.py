@@ -51,3 +51,14 @@ def test_site_asks_for_every_stage_role():
     variables = {q["variable"] for q in site["survey_spec"]["spec"]}
     assert {"gpu_operator_timeout", "node_pools_timeout", "dra_timeout", "serving_timeout"} <= variables
     assert site["ask_tags_on_launch"] and site["credentials"] == [job_templates.CREDENTIAL]
+
+
+def test_every_template_asks_first_which_hosts_one_per_cluster():
+    # Every play runs on "{{ kubegpu_hosts | default('localhost', true) }}": an AWX inventory of one host per cluster needs
+    # the group named, or the job runs on localhost only.
+    for template in job_templates.templates():
+        playbook = (REPO / template["playbook"]).read_text()
+        assert "kubegpu_hosts | default('localhost', true)" in playbook, template["playbook"]
+        first = template["survey_spec"]["spec"][0]
+        assert (first["variable"], first["type"], first["required"], first["default"]) == (
+            "kubegpu_hosts", "text", False, ""), template["name"]
