@@ -136,6 +136,7 @@ class Bench:
         out = {"seconds": took, "requests": len(events), "writes": len(writes), "rc": proc.returncode,
                "peak_mib": memory.kib / 1024 if memory else None}
         failed = proc.returncode != 0
+        out["tasks"] = task_seconds(proc.stdout)
         print(f"  {label:<58} {took:8.1f} s {len(events):6d} requests {len(writes):6d} writes"
               + (f"  peak {out['peak_mib']:.0f} MiB" if memory else "")
               + (f"  FAILED (rc {proc.returncode}): {failure(proc)}" if failed else ""), flush=True)
@@ -175,6 +176,23 @@ class Bench:
             found.setdefault(labels[POOL_LABEL], dict(
                 (k, labels[k]) for k in (POOL_LABEL, MIG_CONFIG_LABEL, DEVICE_PLUGIN_CONFIG_LABEL) if k in labels))
         return found
+
+
+def task_seconds(stdout: str) -> list:
+    """(seconds, task name) of each task of a playbook's JSON output, longest first ([] for other output)."""
+    try:
+        plays = json.loads(stdout)["plays"]
+    except (ValueError, KeyError):
+        return []
+    found = []
+    for play in plays:
+        for task in play["tasks"]:
+            duration = task["task"].get("duration") or {}
+            if duration.get("start") and duration.get("end"):
+                start, end = (time.mktime(time.strptime(duration[k][:19], "%Y-%m-%dT%H:%M:%S")) +
+                              float("0" + duration[k][19:].rstrip("Z")) for k in ("start", "end"))
+                found.append((end - start, task["task"]["name"]))
+    return sorted(found, reverse=True)
 
 
 def failure(proc) -> str:
@@ -269,6 +287,8 @@ def rollout(bench: Bench) -> None:
                           {"kubegpu_node_pools": [pool], "node_pools_timeout": 900, "node_pools_wait_round": wait_round})
     bench.rows[("rollout", "rollout")] = {"collection": took, "limit": limit, "batches": batches, "nodes": nodes,
                                           "max_unavailable": max_unavailable}
+    for seconds, name in took["tasks"][:6]:
+        print(f"    {seconds:7.1f} s  {name[:100]}", flush=True)
     print(f"  physical limit: ceil({nodes} / {max_unavailable}) x ({MIG_SECONDS:.0f} s + {REREGISTER_SECONDS:.0f} s) = "
           f"{limit:.0f} s; the roll-out took {took['seconds']:.1f} s = {took['seconds'] / limit:.3f} x the limit",
           flush=True)

@@ -52,6 +52,11 @@ CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 60.0
 
 
+def _decoded(client, data):
+    """The dynamic client's serializer hook: the response's decoded JSON, unwrapped."""
+    return data
+
+
 def _env_seconds(name, default):
     try:
         value = float(os.environ.get(name, default))
@@ -204,7 +209,10 @@ class Cluster:
         if field_selector:
             params["field_selector"] = field_selector
         try:
-            return [item.to_dict() for item in res.get(namespace=namespace, **params).items]
+            # The decoded JSON as it is: wrapping a list in the dynamic client's ResourceInstance and turning each
+            # item back into a dict cost ten times the request on a thousand nodes (a batch's wait lists them
+            # every second).
+            return res.get(namespace=namespace, serializer=_decoded, **params).get("items") or []
         except DynamicApiError as e:
             raise ClusterError(describe_api_error("list {0} {1}".format(api_version, kind), e))
 

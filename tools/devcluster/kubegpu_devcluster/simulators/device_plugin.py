@@ -227,6 +227,7 @@ class DevicePluginSimulator(Simulator):
     # Read once per second at most (three knobs per node, hundreds of nodes per batch); the knobs ConfigMap's own
     # events drop what was read, so a changed knob reaches the nodes it requeues.
     knobs_ttl = 1.0
+    workers = 4
 
     def __init__(self, kubeconfig: str):
         super().__init__(kubeconfig)
@@ -380,7 +381,7 @@ class DevicePluginSimulator(Simulator):
         change = json.dumps([label_patch, cap_patch, alloc_patch], sort_keys=True)
         due = self._due.get(name)
         if due is None or due[0] != change:
-            due = (change, time.monotonic() + self.knobs.seconds("seconds", 0.5))
+            due = (change, self.observed_at() + self.knobs.seconds("seconds", 0.5))   # the node's own plugin
             self._due[name] = due
         if time.monotonic() < due[1]:
             return self.requeue("Node", None, name, after=due[1] - time.monotonic())

@@ -194,10 +194,17 @@ def _contains(current, desired) -> bool:
 class DraPluginSimulator(Simulator):
     name = "dra-plugin"
     watches = {"Node": "v1", "ResourceSlice": API_VERSION, "ConfigMap": "v1"}
+    # Every node event reads fail_nodes: once a second at most; the knobs ConfigMap's events drop what was read.
+    knobs_ttl = 1.0
+
+    def __init__(self, kubeconfig: str):
+        super().__init__(kubeconfig)
+        self._slices = set()   # nodes with a slice of ours, from the ResourceSlice watch: others need no GET
 
     def reconcile(self, kind, key, obj):
         if kind == "ConfigMap":
             if (key[1], key[2]) == (KNOBS_NAMESPACE, KNOBS_CONFIGMAP):   # fail_nodes may have changed
+                self.knobs.invalidate()
                 for node in self.api("Node").get(label_selector=f"{PLUGIN_LABEL}=true").items:
                     self.requeue("Node", None, node.metadata.name)
             return
@@ -205,16 +212,22 @@ class DraPluginSimulator(Simulator):
             spec = (obj.to_dict().get("spec") or {}) if obj is not None else {}
             node = spec.get("nodeName") or (key[2][:-len(SLICE_SUFFIX)] if key[2].endswith(SLICE_SUFFIX) else None)
             if node and spec.get("driver", DRIVER) == DRIVER:
+                if obj is None:
+                    self._slices.discard(node)
+                else:
+                    self._slices.add(node)
                 self.requeue("Node", None, node)
             return
         self._node(key[2], obj.to_dict() if obj is not None else None)
 
     def _node(self, name: str, node: dict | None) -> None:
         failing = name in {n.strip() for n in self.knobs.get("fail_nodes").split(",") if n.strip()}
+        desired = None if failing else resource_slice(node) if node is not None else None
+        if desired is None and name not in self._slices:
+            return   # no plugin here and no slice of ours (a slice's own event requeues its node)
         api = self.api("ResourceSlice")
         current = self.get("ResourceSlice", None, slice_name(name))
         current = current.to_dict() if current is not None else None
-        desired = None if failing else resource_slice(node) if node is not None else None
         if desired is None:
             if current is not None:
                 log.info("dra-plugin: %s: slice removed", name)

@@ -46,17 +46,20 @@ class Knobs:
         self._prefix = prefix
         self._ttl = ttl
         self._read = (None, 0.0)   # (data, monotonic time it was read)
+        self._generation = 0       # bumped by invalidate: a read begun before it is not kept
         self._lock = threading.Lock()
 
     def invalidate(self) -> None:
         with self._lock:
             self._read = (None, 0.0)
+            self._generation += 1
 
     def _data(self) -> dict:
         with self._lock:
             data, at = self._read
             if data is not None and time.monotonic() - at < self._ttl:
                 return data
+            generation = self._generation
         try:
             cm = self._api.get(name=KNOBS_CONFIGMAP, namespace=KNOBS_NAMESPACE)
             data = (cm.data and cm.data.to_dict()) or {}
@@ -64,7 +67,8 @@ class Knobs:
             data = {}
         if self._ttl > 0:
             with self._lock:
-                self._read = (data, time.monotonic())
+                if generation == self._generation:
+                    self._read = (data, time.monotonic())
         return data
 
     def get(self, name: str, default: str = "") -> str:
@@ -81,12 +85,18 @@ class Simulator:
     watches: dict = {}
     # Seconds a knobs read is kept (Knobs); 0 reads the ConfigMap on every look.
     knobs_ttl = 0.0
+    # Reconciles at once (each key one at a time). More than one for the simulators that stand for one process per
+    # node (mig-manager, device plugin): on real nodes a batch's hundred managers work side by side.
+    workers = 1
 
     def __init__(self, kubeconfig: str):
         self.dyn = client_for(kubeconfig)
         self.knobs = Knobs(self.dyn, self.name, self.knobs_ttl)
         self._queue: list = []
         self._queued: dict = {}
+        self._processing: set = set()   # keys a worker is reconciling now
+        self._observed: dict = {}       # key -> when the watch first reported a change not reconciled yet
+        self._local = threading.local()
         self._cv = threading.Condition()
         self._stop = threading.Event()
 
@@ -105,6 +115,12 @@ class Simulator:
             self._queued[key] = due
             heapq.heappush(self._queue, (due, key))
             self._cv.notify()
+
+    def observed_at(self) -> float:
+        """When the watch last reported a change of the key being reconciled (monotonic; now for a requeue).
+        A simulated process that takes time counts from there, as one running on the node would, however long the
+        simulator's queue was."""
+        return getattr(self._local, "observed", None) or time.monotonic()
 
     def get(self, kind: str, namespace: str | None, name: str):
         try:
@@ -125,6 +141,8 @@ class Simulator:
                     self.requeue(kind, item.metadata.namespace, item.metadata.name)
                 for event in self.dyn.watch(api, resource_version=listing.metadata.resourceVersion, timeout=60):
                     meta = event["object"].metadata
+                    with self._cv:   # the latest report: a process never starts before the change it acts on
+                        self._observed[(kind, meta.namespace or None, meta.name)] = time.monotonic()
                     self.requeue(kind, meta.namespace, meta.name)
                     if self._stop.is_set():
                         return
@@ -162,18 +180,29 @@ class Simulator:
                 due, key = heapq.heappop(self._queue)
                 if self._queued.get(key) != due:
                     continue
+                if key in self._processing:   # another worker has it: look again once it is done
+                    later = time.monotonic() + 0.05
+                    self._queued[key] = later
+                    heapq.heappush(self._queue, (later, key))
+                    continue
                 del self._queued[key]
+                self._processing.add(key)
+                self._local.observed = self._observed.pop(key, None)
             kind, namespace, name = key
             try:
                 self.reconcile(kind, key, self.get(kind, namespace, name))
             except Exception:  # a conflict or a race with the collection: look again shortly
                 log.exception("%s: reconcile %s failed; retrying", self.name, key)
                 self.requeue(kind, namespace, name, after=0.5)
+            finally:
+                with self._cv:
+                    self._processing.discard(key)
 
     def start(self) -> list:
         threads = [threading.Thread(target=self._watch, args=(k,), daemon=True, name=f"{self.name}-{k}")
                    for k in self.watches]
-        threads.append(threading.Thread(target=self._work, daemon=True, name=f"{self.name}-worker"))
+        threads += [threading.Thread(target=self._work, daemon=True, name=f"{self.name}-worker-{i}")
+                    for i in range(self.workers)]
         for t in threads:
             t.start()
         return threads

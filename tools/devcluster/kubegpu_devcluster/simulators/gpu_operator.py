@@ -180,7 +180,10 @@ class GpuOperatorSimulator(Simulator):
         never = self.knobs.get("never_ready")
         if never:
             return self._write(cp, "notReady", _conditions(False, never, f"{never}: simulated failure"), namespace)
-        gpu_nodes = self.api("Node").get(label_selector="feature.node.kubernetes.io/pci-10de.present=true").items
+        # Whether there is a GPU node at all: one is enough (this runs on every operand DaemonSet event, and a
+        # roll-out of a thousand nodes makes many; a full list each time kept the simulators busy).
+        gpu_nodes = self.api("Node").get(label_selector="feature.node.kubernetes.io/pci-10de.present=true",
+                                         limit=1).items
         if not gpu_nodes:
             return self._write(cp, "notReady", _conditions(False, "NoGPUNodes", "no GPU nodes in the cluster"),
                                namespace)

@@ -171,6 +171,7 @@ class MigManagerSimulator(Simulator):
     # read when a reconfiguration starts and when it is due (at least mig-manager.seconds later), and every second
     # while a node hangs, so a knob set before a run is always seen.
     knobs_ttl = 0.25
+    workers = 4
 
     def __init__(self, kubeconfig: str):
         super().__init__(kubeconfig)
@@ -280,7 +281,9 @@ class MigManagerSimulator(Simulator):
             return self._fail(node, wanted, f"selected mig-config not present: {wanted}")
         count = physical_gpus(labels, annotations)
         current = applied_geometry(annotations, count)
-        job = {"uid": meta["uid"], "config": wanted, "due": time.monotonic() + self.knobs.seconds("seconds", 1.0)}
+        # Counted from when the label change was reported: each node runs its own mig-manager, so a batch's nodes
+        # all start at once however many this simulator has to get through.
+        job = {"uid": meta["uid"], "config": wanted, "due": self.observed_at() + self.knobs.seconds("seconds", 1.0)}
         try:
             job["geometry"] = plan(model, current, configs[wanted])
         except MigConfigError as e:
