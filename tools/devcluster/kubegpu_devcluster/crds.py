@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ from .paths import DEVCLUSTER_ROOT
 
 # libyaml's loader: the KServe CRDs are several MB each and the pure-Python loader takes seconds per file.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+log = logging.getLogger(__name__)
 OWN_CRDS = [DEVCLUSTER_ROOT / "catalog" / "packages.operators.coreos.com_packagemanifests.yaml"]
 
 
@@ -91,28 +93,92 @@ def _metadata(dyn) -> list:
     return [item.metadata for item in listing.items]
 
 
+CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+# A CRD that terminates longer than this has its cleanup finalizer looked at (see _release_if_empty).
+STUCK_SECONDS = 30
+
+
 def wait_gone(dyn, names, timeout: float = 120) -> None:
     """Wait until the CRDs named are gone. One that is back without a deletion timestamp (an operator simulator
-    recreated it before it noticed its operator was removed) is deleted again."""
+    recreated it before it noticed its operator was removed) is deleted again. One still terminating after
+    STUCK_SECONDS with no object left is released (_release_if_empty)."""
     from kubernetes.dynamic.exceptions import NotFoundError
 
     api = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     deadline = time.monotonic() + timeout
     names = set(names)
+    terminating_since = {}  # uid -> monotonic time its deletion was first seen
     while True:
         present = [m for m in _metadata(dyn) if m.name in names]
         left = sorted(m.name for m in present)
         if not left:
             return
+        now = time.monotonic()
         for m in present:
             if not m.deletionTimestamp:
                 try:
                     api.delete(name=m.name)
                 except NotFoundError:
                     pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"CRDs still present {timeout:.0f} s after deletion: {', '.join(left)}")
+            elif now - terminating_since.setdefault(m.uid, now) > STUCK_SECONDS:
+                terminating_since[m.uid] = now  # looked at again STUCK_SECONDS later if it is still there
+                _release_if_empty(dyn, api, m.name)
+        if now > deadline:
+            why = "; ".join(f"{n}: {_terminating_condition(api, n)}" for n in left)
+            raise RuntimeError(f"CRDs still present {timeout:.0f} s after deletion: {why}")
         time.sleep(0.3)
+
+
+def _terminating_condition(api, name: str) -> str:
+    """The CRD's Terminating condition (reason: message), which says what its finalizer is waiting for."""
+    try:
+        conditions = (api.get(name=name).to_dict().get("status") or {}).get("conditions") or []
+    except Exception as e:  # gone meanwhile
+        return f"not readable ({e.__class__.__name__})"
+    for c in conditions:
+        if c.get("type") == "Terminating":
+            return f"{c.get('reason')}: {c.get('message')}"
+    return "no Terminating condition yet (the API server's CRD finalizer has not looked at it)"
+
+
+def _release_if_empty(dyn, api, name: str) -> None:
+    """Remove the cleanup finalizer of a terminating CRD that has no object left.
+
+    The API server's CRD finalizer deletes a CRD's objects, then drops this finalizer. A CRD deleted just after it
+    was (re)created (an operator simulator recreating it during a fleet switch) fails that finalizer with "storage
+    is (re)initializing" until its watch cache is up (apiserver.log, crd_finalizer.go), and each failure doubles
+    the wait before the next try (the work queue's per-name backoff, up to 1,000 s). On a loaded machine that
+    left inferencegraphs.serving.kserve.io terminating for over 120 s with nothing to delete. With no object left,
+    the finalizer has nothing to do but drop itself, which is what this does (the documented way out,
+    kubernetes/kubernetes#60538). A CRD with an object left is never released."""
+    try:
+        crd = api.get(name=name).to_dict()
+    except Exception:  # gone meanwhile
+        return
+    if CLEANUP_FINALIZER not in (crd["metadata"].get("finalizers") or []):
+        return
+    spec = crd["spec"]
+    storage = next(v["name"] for v in spec["versions"] if v.get("storage"))
+    try:
+        listing = dyn.request("get", f"/apis/{spec['group']}/{storage}/{spec['names']['plural']}",
+                              query_params=[("limit", 1)], header_params={
+                                  "Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
+        if listing.items:
+            return
+    except Exception as e:
+        # No longer served: its objects can no longer be listed to be sure there are none; wait for the finalizer.
+        log.warning("CRD %s terminating %d s, its objects not listable (%s): left to the API server",
+                    name, STUCK_SECONDS, e.__class__.__name__)
+        return
+    log.warning("CRD %s terminating over %d s with no object left (%s): removing its cleanup finalizer",
+                name, STUCK_SECONDS, _terminating_condition(api, name))
+    finalizers = [f for f in crd["metadata"]["finalizers"] if f != CLEANUP_FINALIZER]
+    try:
+        api.patch(name=name, content_type="application/json-patch+json", body=[
+            {"op": "test", "path": "/metadata/resourceVersion", "value": crd["metadata"]["resourceVersion"]},
+            {"op": "replace", "path": "/metadata/finalizers", "value": finalizers}])
+    except Exception as e:  # changed meanwhile (the finalizer ran after all): looked at again later
+        log.info("CRD %s: finalizer not removed (%s)", name, e.__class__.__name__)
 
 
 def terminating(dyn) -> list:

@@ -1,6 +1,8 @@
 """The local cluster is a real API server: CRD validation, RBAC, resource.k8s.io/v1, an audit log per user."""
 from __future__ import annotations
 
+import time
+
 import pytest
 from kubernetes.dynamic.exceptions import ForbiddenError, UnprocessibleEntityError
 
@@ -108,3 +110,38 @@ def test_stop_kills_what_ignores_sigterm_and_waits_for_it(tmp_path, monkeypatch)
     cluster.stop(tmp_path)
     assert not cluster._alive(stubborn.pid)
     assert cluster.read_state(tmp_path)["pids"] == {}
+
+
+def test_crd_removal_releases_only_a_crd_with_no_object_left(dc, monkeypatch):
+    """crds.wait_gone: a CRD kept terminating by an object of its own (a finalizer nobody removes) is not released,
+    and the timeout names what the API server's finalizer waits for; once the object goes, the CRD goes."""
+    from kubegpu_devcluster import crds
+
+    group, plural = "hold.kubegpu.test", "holds"
+    name = f"{plural}.{group}"
+    api = dc.admin.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    api.create(body={"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                     "metadata": {"name": name},
+                     "spec": {"group": group, "scope": "Cluster",
+                              "names": {"plural": plural, "singular": "hold", "kind": "Hold", "listKind": "HoldList"},
+                              "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                                  "openAPIV3Schema": {"type": "object"}}}]}})
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            holds = dc.admin.resources.get(api_version=f"{group}/v1", kind="Hold")
+            holds.create(body={"apiVersion": f"{group}/v1", "kind": "Hold",
+                               "metadata": {"name": "kept", "finalizers": ["kubegpu.test/kept"]}})
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            dc.admin.resources.invalidate_cache()
+            time.sleep(0.5)
+    monkeypatch.setattr(crds, "STUCK_SECONDS", 1)
+    api.delete(name=name)
+    with pytest.raises(RuntimeError, match=rf"{name}: Instance"):
+        crds.wait_gone(dc.admin, {name}, timeout=8)
+    assert api.get(name=name).metadata.finalizers == [crds.CLEANUP_FINALIZER]
+    holds.patch(name="kept", content_type="application/merge-patch+json", body={"metadata": {"finalizers": None}})
+    crds.wait_gone(dc.admin, {name}, timeout=90)
