@@ -49,7 +49,10 @@ options:
     type: dict
     default: {}
   cluster:
-    description: Also read the cluster; V(false) checks the inventory alone.
+    description:
+      - Also read the cluster; V(false) checks the inventory alone.
+      - With V(false) the check runs on the controller (the module's action plugin), with the same code and
+        result, and no module process starts.
     type: bool
     default: true
 extends_documentation_fragment:
@@ -100,6 +103,7 @@ platform:
   type: str
 """
 
+import copy
 import os
 
 try:
@@ -118,11 +122,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.clai
     parse_claim_templates,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import best_version
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import (
-    check_inventory,
-    describe,
-    variables_of,
-)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import (
     CONSOLE_PLUGIN_API,
     PROMETHEUS_RULE_API,
@@ -132,10 +131,14 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     MACHINE_API_NAMESPACE,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import MARKETPLACE_NAMESPACE, PACKAGE_API
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import variables_of
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight import (
+    ARGUMENT_SPEC,
     GPU_OPERATOR_PACKAGE,
     NFD_PACKAGE,
     check_cluster,
+    check_inventory_of,
+    failure_message,
     setting,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.install import KSERVE_NAMESPACE
@@ -143,7 +146,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
 MACHINESET_API = "machine.openshift.io/v1beta1"
 CLUSTER_POLICY_CRD = "clusterpolicies.nvidia.com"
 CLUSTER_POLICY_CRD_FILE = "nvidia.com_clusterpolicies.yaml"
-STAGE_ORDER = ("gpu_operator", "node_pools", "dra", "tenancy", "serving", "monitoring", "uninstall")
 
 
 def policy_schema(cluster, variables):
@@ -218,10 +220,7 @@ def check_cel(cluster, variables, served_versions):
 
 
 def run(module):
-    stages = [s for s in STAGE_ORDER if s in module.params["stages"]]
-    variables = dict((k, v) for k, v in (module.inventory or {}).items() if v is not None)
-    errors = check_inventory(variables, stages)
-    checked = dict((stage, ["inventory: " + ", ".join(variables_of([stage]))]) for stage in stages)
+    stages, variables, errors, checked = check_inventory_of(module.inventory, module.params["stages"])
     platform, requirements = "", []
     # The cluster is judged for the stages whose variables passed: a broken variable would only repeat its error.
     broken = set(errors)
@@ -243,19 +242,13 @@ def run(module):
     result = {"changed": False, "errors": errors, "checked": checked, "platform": platform,
               "requirements": requirements}
     if errors:
-        count = sum(len(problems) for problems in errors.values())
-        module.fail_json(msg="%d problem%s found before anything was written (stages %s); nothing was written:\n%s"
-                             % (count, "" if count == 1 else "s", ", ".join(stages), describe(errors)), **result)
+        module.fail_json(msg=failure_message(errors, stages), **result)
     return result
 
 
 def main():
     module = KubegpuModule(
-        argument_spec={
-            "stages": {"type": "list", "elements": "str", "required": True, "choices": list(STAGE_ORDER)},
-            "variables": {"type": "dict", "default": {}},
-            "cluster": {"type": "bool", "default": True},
-        },
+        argument_spec=copy.deepcopy(ARGUMENT_SPEC),
         supports_check_mode=True,
     )
     # The variables hold what users keep secret (pull secrets and NGC keys in helm values, tokens in a model's

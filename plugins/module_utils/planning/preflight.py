@@ -58,7 +58,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pool
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import (
     INVENTORY,
     as_bool,
+    check_inventory,
+    describe,
     serving_message,
+    variables_of,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring import settings as monitoring_settings
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import empty_pools, plan_pools
@@ -80,6 +83,31 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.
 
 GPU_OPERATOR_PACKAGE = "gpu-operator-certified"
 NFD_PACKAGE = "nfd"
+STAGE_ORDER = ("gpu_operator", "node_pools", "dra", "tenancy", "serving", "monitoring", "uninstall")
+# The preflight's own options: the module's, and its action plugin's when it checks the inventory alone.
+ARGUMENT_SPEC = {
+    "stages": {"type": "list", "elements": "str", "required": True, "choices": list(STAGE_ORDER)},
+    "variables": {"type": "dict", "default": {}},
+    "cluster": {"type": "bool", "default": True},
+}
+
+
+def check_inventory_of(variables, stages):
+    """The inventory half of the preflight: (stages in run order, the variables set, errors, checked).
+
+    The module runs it before it reads the cluster; with cluster: false the action plugin runs it alone on the
+    controller, with no module to start (a playbook that judges the cluster in its own first task, node_pools)."""
+    stages = [s for s in STAGE_ORDER if s in stages]
+    variables = dict((k, v) for k, v in (variables or {}).items() if v is not None)
+    errors = check_inventory(variables, stages)
+    checked = dict((stage, ["inventory: " + ", ".join(variables_of([stage]))]) for stage in stages)
+    return stages, variables, errors, checked
+
+
+def failure_message(errors, stages):
+    count = sum(len(problems) for problems in errors.values())
+    return "%d problem%s found before anything was written (stages %s); nothing was written:\n%s" % (
+        count, "" if count == 1 else "s", ", ".join(stages), describe(errors))
 
 
 def setting(variables, path):
