@@ -82,6 +82,12 @@ def test_check_mode_shows_plan_and_writes_nothing(operator):
     assert any(t.startswith("ClusterPolicy/") for t in keys)
     node_diff = result["diff"]["after"]["Node/gpu-l40s-000"]["metadata"]["labels"]
     assert node_diff[POOL_LABEL] == "embed-l40s"
+    # Without --diff the same changes are in `changes`, and no diff is carried (thousands of nodes make it MBs).
+    plain = dc.module("gpu_node_pools", {"pools": POOLS}, check=True)
+    assert "diff" not in plain and [c["key"] for c in plain["changes"]] == [c["key"] for c in result["changes"]]
+    # The plan shows each node's change, not the roll-out's bookkeeping.
+    assert set(plain["plan"]["pools"][0]["node_changes"]["gpu-h100-000"]) == {
+        "labels", "before", "mig_change", "allocatable_before", "allocatable_after"}
     assert node_diff["nvidia.com/device-plugin.config"].startswith("kubegpu-embed-l40s-")
     pools = {p["name"]: p for p in result["plan"]["pools"]}
     assert pools["llm-h100"]["nodes"] == ["gpu-h100-000", "gpu-h100-001"]

@@ -99,8 +99,11 @@ class KubegpuModule(AnsibleModule):
     `wait_for`, which runs every wait of the module through the one waiter with the module's timeout and round.
     """
 
-    def __init__(self, argument_spec=None, needs_cluster=True, waits=False, **kwargs):
+    def __init__(self, argument_spec=None, needs_cluster=True, waits=False, diff_when_asked=False, **kwargs):
         spec = dict(argument_spec or {})
+        # diff_when_asked: `diff` is returned only with --diff (a module whose changes span thousands of nodes:
+        # `changes` already lists each, and Ansible carries every byte of a result).
+        self._diff_when_asked = diff_when_asked
         if needs_cluster:
             spec.update(AUTH_ARG_SPEC)
         if waits:
@@ -137,13 +140,19 @@ class KubegpuModule(AnsibleModule):
         kwargs.setdefault("api_retries", self.api_retries)
         if self._rounds is not None:
             self._rounds.merge(kwargs, last=kwargs.get("ready") is not False)
+        self._drop_unasked_diff(kwargs)
         super(KubegpuModule, self).exit_json(**kwargs)
 
     def fail_json(self, msg, **kwargs):
         kwargs.setdefault("api_retries", self.api_retries)
         if getattr(self, "_rounds", None) is not None:
             self._rounds.merge(kwargs, last=True)
+        self._drop_unasked_diff(kwargs)
         super(KubegpuModule, self).fail_json(msg, **kwargs)
+
+    def _drop_unasked_diff(self, result):
+        if getattr(self, "_diff_when_asked", False) and not self._diff:
+            result.pop("diff", None)
 
     def run(self, func):
         """Call func(self) and exit with its result; API failures become one clear message."""
