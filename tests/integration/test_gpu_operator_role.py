@@ -232,6 +232,8 @@ def test_kubernetes_install_converges(dc, helm_bin):
     assert _helm(dc, helm_bin, "get", "values", "gpu-operator", "-n", "gpu-operator", "-o", "json") == EXPECTED_VALUES
     ns = dc.admin.resources.get(api_version="v1", kind="Namespace").get(name="gpu-operator")
     assert ns.metadata.labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    # Created by this run: marked, so that the uninstall takes it back with the release.
+    assert ns.metadata.labels["app.kubernetes.io/managed-by"] == "kubegpu.platform"
     deployments = dc.admin.resources.get(api_version="apps/v1", kind="Deployment")
     deploy = deployments.get(name="gpu-operator", namespace="gpu-operator")
     assert deploy.metadata.labels["helm.sh/chart"] == "gpu-operator-v26.7.0"

@@ -20,6 +20,7 @@ import yaml
 
 from conftest import REPO, Devcluster, node_labels
 from kubegpu_devcluster import paths, testing
+from test_uninstall import differences, kept_on_purpose, snapshot
 
 POOL_LABEL = "kubegpu.io/node-pool"
 ALPHA_POOLS = [
@@ -45,12 +46,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# Every object of both clusters before the first site run (test_uninstall.snapshot), for the uninstall at the end.
+BEFORE = {}
+
+
 @pytest.fixture(scope="module")
 def clusters():
     """Two clusters of this file's own (not the session's, which this file never starts), one after the other."""
     with testing.own_cluster(REPO / ".cache" / "many-clusters-alpha", Devcluster) as alpha:
         with testing.own_cluster(REPO / ".cache" / "many-clusters-beta", Devcluster) as beta:
             beta.fleet("kubernetes")
+            BEFORE.update(alpha=snapshot(alpha), beta=snapshot(beta))
             yield alpha, beta
 
 
@@ -78,16 +84,16 @@ def _inventory(tmp: Path, hosts: dict) -> Path:
     return path
 
 
-def _site(dc, inventory: Path, report_dir: Path, forks: int):
+def _site(dc, inventory: Path, report_dir: Path, forks: int, playbook: str = "site", *args: str):
     t0 = time.monotonic()
     # The environment's K8S_AUTH_KUBECONFIG (the session's cluster) must not be what the hosts reach.
     env = {"K8S_AUTH_KUBECONFIG": "/nonexistent/kubeconfig", "KUBEGPU_API_RETRY_BUDGET": "10",
            "ANSIBLE_SHOW_CUSTOM_STATS": "1"}
     # The stages the two fleets need no more input for: DRA on OpenShift 4.20 needs an irreversible acknowledgement
     # (test_dra.py), serving and tenancy their own fleets; the report is the per-cluster result.
-    proc = dc.playbook("kubegpu.platform.site", "-i", str(inventory), "-f", str(forks),
-                       "--tags", "gpu_operator,node_pools,report",
-                       "-e", "kubegpu_hosts=clusters", "-e", f"report_dir={report_dir}", env=env)
+    tags = ["--tags", "gpu_operator,node_pools,report"] if playbook == "site" else []
+    proc = dc.playbook(f"kubegpu.platform.{playbook}", "-i", str(inventory), "-f", str(forks), *tags,
+                       "-e", "kubegpu_hosts=clusters", "-e", f"report_dir={report_dir}", *args, env=env)
     seconds = time.monotonic() - t0
     (REPO / ".cache" / "many-clusters-last-run.json").write_text(proc.stdout)   # to read after a failure
     try:
@@ -182,3 +188,28 @@ def test_a_broken_cluster_fails_its_host_only(clusters, tmp_path):
     assert "127.0.0.1" in msg or "connect" in msg.lower(), msg
     assert not (tmp_path / "report" / "beta").exists() and not (tmp_path / "report" / "gamma").exists()
     print(f"\none healthy, one refused, one unreachable cluster (forks=3): {seconds:.1f} s")
+
+
+def test_one_uninstall_run_takes_both_clusters_back(clusters, tmp_path):
+    """uninstall with the same inventory: each cluster back to what it was before the first site run (every object
+    of every kind, less what is kept on purpose: CRDs), OLM's objects on alpha and the Helm release on beta
+    included (the snapshot compares Secrets too: Helm's release records); a second uninstall changes nothing on
+    either."""
+    alpha, beta = clusters
+    inventory = _inventory(tmp_path, {"alpha": _host(alpha.kubeconfig, ALPHA_POOLS_2),
+                                      "beta": _host(beta.kubeconfig, BETA_POOLS)})
+    out, seconds = _site(alpha, inventory, tmp_path / "report", 2, "uninstall")
+    stats = out["stats"]
+    assert stats["alpha"]["failures"] == 0, _failed_tasks(out, "alpha")
+    assert stats["beta"]["failures"] == 0, _failed_tasks(out, "beta")
+    assert stats["alpha"]["changed"] > 0 and stats["beta"]["changed"] > 0
+    for name, dc in (("alpha", alpha), ("beta", beta)):
+        left = differences(BEFORE[name], snapshot(dc))
+        unexpected = {k: v for k, v in left.items() if not kept_on_purpose(k)}
+        assert unexpected == {}, name + ":\n" + "\n".join(f"{k}: {v}" for k, v in unexpected.items())
+
+    again, seconds_again = _site(alpha, inventory, tmp_path / "report", 2, "uninstall")
+    assert again["stats"]["alpha"]["changed"] == 0 and again["stats"]["beta"]["changed"] == 0, (
+        [t["task"]["name"] for p in again["plays"] for t in p["tasks"]
+         if any(h.get("changed") for h in t["hosts"].values())])
+    print(f"\none uninstall run, two clusters (forks=2): {seconds:.1f} s; again: {seconds_again:.1f} s")
