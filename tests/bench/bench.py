@@ -12,7 +12,8 @@ Starts its own local cluster (.cache/bench-cluster), installs the GPU Operator t
 3. A MIG roll-out of 1,000 H100 nodes with the simulated hardware at its published pace (mig-manager 35 s per
    8-GPU reconfiguration, device plugin 10 s re-registration; docs/performance.md), next to its physical limit:
    ceil(nodes / max_unavailable) x (reconfiguration + re-registration).
-4. 5,000 nodes: plan in check mode, converge, no-op; peak memory of the module and of the API server.
+4. 5,000 nodes: plan in check mode, converge and no-op without waiting for the operands' roll-out; peak
+   memory of the module and of the API server.
 
 Not a test: it asserts nothing and exits 0 (tests/integration/test_request_counts.py guards the request counts).
 BENCH_SAMPLE (nodes per pool the loop patches on 1,000 nodes, default 10), BENCH_SKIP (comma-separated of demo, loop,
@@ -302,12 +303,14 @@ def scale(bench: Bench) -> None:
     print(f"{nodes} nodes, simulated hardware fast:", flush=True)
     args = {"pools": pools(), "timeout": 1800}
     bench.rows[("5000", "plan")] = {"collection": bench.module("gpu_node_pools: plan (check mode)", args, check=True)}
-    bench.rows[("5000", "converge")] = {"collection": bench.module("gpu_node_pools: converge", args)}
-    bench.rows[("5000", "no-op")] = {"collection": bench.module("gpu_node_pools: no-op", args)}
-    bench.rows[("5000", "playbook no-op")] = {
-        "collection": bench.playbook("node_pools playbook: no-op", "playbooks/node_pools.yml",
-                                     {"kubegpu_node_pools": pools()}, peak="AnsiballZ_gpu_node_pools"),
-        "empty": bench.playbook("empty playbook", str(BENCH / "empty.yml"), {})}
+    # wait: false - the labels and the configuration are written, the operands' roll-out is not waited for: the
+    # device plugin's restart over 5,000 simulated pods is kube-controller-manager's and kwok's work on 2 cores
+    # (over 6 minutes, measured 2026-12-01), not the collection's. The 1,000-node part and the roll-out measure waits.
+    quick = dict(args, wait=False)
+    bench.rows[("5000", "converge")] = {"collection": bench.module("gpu_node_pools: converge (wait: false)", quick)}
+    bench.rows[("5000", "no-op")] = {"collection": bench.module("gpu_node_pools: no-op (wait: false)", quick)}
+    print("  (no playbook no-op on 5,000 nodes: its module call waits for the operands' roll-out, see above)",
+          flush=True)
     apiserver = [kib for pid, kib in processes(str(bench.state)) if program(pid) == "kube-apiserver"]
     etcd = [kib for pid, kib in processes(str(bench.state)) if program(pid) == "etcd"]
     bench.rows[("5000", "memory")] = {"apiserver_mib": max(apiserver or [0]) / 1024, "etcd_mib": max(etcd or [0]) / 1024}
