@@ -84,7 +84,7 @@ def _inventory(tmp: Path, hosts: dict) -> Path:
     return path
 
 
-def _site(dc, inventory: Path, report_dir: Path, forks: int, playbook: str = "site", *args: str):
+def _run(dc, inventory: Path, report_dir: Path, forks: int, playbook: str = "site"):
     t0 = time.monotonic()
     # The environment's K8S_AUTH_KUBECONFIG (the session's cluster) must not be what the hosts reach.
     env = {"K8S_AUTH_KUBECONFIG": "/nonexistent/kubeconfig", "KUBEGPU_API_RETRY_BUDGET": "10",
@@ -93,7 +93,7 @@ def _site(dc, inventory: Path, report_dir: Path, forks: int, playbook: str = "si
     # (test_dra.py), serving and tenancy their own fleets; the report is the per-cluster result.
     tags = ["--tags", "gpu_operator,node_pools,report"] if playbook == "site" else []
     proc = dc.playbook(f"kubegpu.platform.{playbook}", "-i", str(inventory), "-f", str(forks), *tags,
-                       "-e", "kubegpu_hosts=clusters", "-e", f"report_dir={report_dir}", *args, env=env)
+                       "-e", "kubegpu_hosts=clusters", "-e", f"report_dir={report_dir}", env=env)
     seconds = time.monotonic() - t0
     (REPO / ".cache" / "many-clusters-last-run.json").write_text(proc.stdout)   # to read after a failure
     try:
@@ -125,7 +125,7 @@ def test_one_site_run_converges_two_clusters_each_with_its_own_pools(clusters, t
     alpha, beta = clusters
     inventory = _inventory(tmp_path, {"alpha": _host(alpha.kubeconfig, ALPHA_POOLS),
                                       "beta": _host(beta.kubeconfig, BETA_POOLS)})
-    out, seconds = _site(alpha, inventory, tmp_path / "report", forks=2)
+    out, seconds = _run(alpha, inventory, tmp_path / "report", forks=2)
     stats = out["stats"]
     assert set(stats) == {"alpha", "beta"}
     assert stats["alpha"]["failures"] == 0, _failed_tasks(out, "alpha")
@@ -170,7 +170,7 @@ def test_a_broken_cluster_fails_its_host_only(clusters, tmp_path):
                                       "beta": _host(beta.kubeconfig, BAD_POOLS),
                                       "gamma": _host(dead, ALPHA_POOLS)})
     beta_mark = beta.audit.mark()
-    out, seconds = _site(alpha, inventory, tmp_path / "report", forks=3)
+    out, seconds = _run(alpha, inventory, tmp_path / "report", forks=3)
     stats = out["stats"]
 
     assert stats["alpha"]["failures"] == 0, _failed_tasks(out, "alpha")
@@ -198,7 +198,7 @@ def test_one_uninstall_run_takes_both_clusters_back(clusters, tmp_path):
     alpha, beta = clusters
     inventory = _inventory(tmp_path, {"alpha": _host(alpha.kubeconfig, ALPHA_POOLS_2),
                                       "beta": _host(beta.kubeconfig, BETA_POOLS)})
-    out, seconds = _site(alpha, inventory, tmp_path / "report", 2, "uninstall")
+    out, seconds = _run(alpha, inventory, tmp_path / "report", 2, "uninstall")
     stats = out["stats"]
     assert stats["alpha"]["failures"] == 0, _failed_tasks(out, "alpha")
     assert stats["beta"]["failures"] == 0, _failed_tasks(out, "beta")
@@ -208,7 +208,7 @@ def test_one_uninstall_run_takes_both_clusters_back(clusters, tmp_path):
         unexpected = {k: v for k, v in left.items() if not kept_on_purpose(k)}
         assert unexpected == {}, name + ":\n" + "\n".join(f"{k}: {v}" for k, v in unexpected.items())
 
-    again, seconds_again = _site(alpha, inventory, tmp_path / "report", 2, "uninstall")
+    again, seconds_again = _run(alpha, inventory, tmp_path / "report", 2, "uninstall")
     assert again["stats"]["alpha"]["changed"] == 0 and again["stats"]["beta"]["changed"] == 0, (
         [t["task"]["name"] for p in again["plays"] for t in p["tasks"]
          if any(h.get("changed") for h in t["hosts"].values())])
