@@ -52,7 +52,7 @@ CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 60.0
 
 
-def _decoded(client, data):
+def plain_json(client, data):
     """The dynamic client's serializer hook: the response's decoded JSON, unwrapped."""
     return data
 
@@ -212,7 +212,7 @@ class Cluster:
             # The decoded JSON as it is: wrapping a list in the dynamic client's ResourceInstance and turning each
             # item back into a dict cost ten times the request on a thousand nodes (a batch's wait lists them
             # every second).
-            return res.get(namespace=namespace, serializer=_decoded, **params).get("items") or []
+            return res.get(namespace=namespace, serializer=plain_json, **params).get("items") or []
         except DynamicApiError as e:
             raise ClusterError(describe_api_error("list {0} {1}".format(api_version, kind), e))
 
