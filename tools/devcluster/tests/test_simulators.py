@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import json
+import time
+from datetime import datetime, timezone
 
+from kubegpu_devcluster.simulators.framework import heartbeat_free
 from kubegpu_devcluster.testing import (
     OLM_V1A1,
     approve_plan,
@@ -110,3 +113,54 @@ def test_cluster_policy_never_ready_knob(dc):
     _policy(dc, "cluster-policy")
     wait_for(lambda: _state(dc, "cluster-policy") == ("notReady", ["DriverNotReady", "DriverNotReady"]),
              what="notReady with DriverNotReady")
+
+
+def _simulator_reads(dc, since, node):
+    return [e for e in dc.audit.events(since, user=None)
+            if e.user.startswith("system:kubegpu-sim:") and e.resource == "nodes" and e.name == node]
+
+
+def test_a_node_heartbeat_is_not_reconciled_a_label_change_is(dc):
+    """A kubelet's status post (only its conditions' heartbeat times move) wakes no simulator: on 1,000 nodes they
+    were most of the simulators' work. A label change still reaches them."""
+    dc.fleet("default")
+    nodes = dc.admin.resources.get(api_version="v1", kind="Node")
+    node = nodes.get(label_selector="nvidia.com/gpu.present=true").items[0].metadata.name
+
+    def quiet():
+        mark = dc.audit.mark()
+        time.sleep(1.0)
+        return not _simulator_reads(dc, mark, node)
+    wait_for(quiet, what=f"the simulators done with node {node}")
+    mark = dc.audit.mark()
+    conditions = nodes.get(name=node).to_dict()["status"]["conditions"]
+    for condition in conditions:
+        condition["lastHeartbeatTime"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    nodes.status.patch(name=node, body={"status": {"conditions": conditions}},
+                       content_type="application/merge-patch+json")
+    time.sleep(2.0)
+    assert _simulator_reads(dc, mark, node) == []
+    nodes.patch(name=node, body={"metadata": {"labels": {"example.com/touched": "yes"}}},
+                content_type="application/merge-patch+json")
+    try:
+        wait_for(lambda: _simulator_reads(dc, mark, node), what=f"a simulator reading node {node} after a label change")
+    finally:
+        nodes.patch(name=node, body={"metadata": {"labels": {"example.com/touched": None}}},
+                    content_type="application/merge-patch+json")
+
+
+def test_heartbeat_free_fingerprint():
+    node = {"metadata": {"name": "n", "resourceVersion": "1", "labels": {"a": "1"}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"},
+                       "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "t1"}]}}
+    beat = json.loads(json.dumps(node))
+    beat["metadata"]["resourceVersion"] = "2"
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "t2"
+    assert heartbeat_free(beat) == heartbeat_free(node)
+    for path, value in ((("metadata", "labels"), {"a": "2"}), (("status", "allocatable"), {"nvidia.com/gpu": "7"})):
+        changed = json.loads(json.dumps(beat))
+        changed[path[0]][path[1]] = value
+        assert heartbeat_free(changed) != heartbeat_free(node), path
+    not_ready = json.loads(json.dumps(beat))
+    not_ready["status"]["conditions"][0]["status"] = "False"
+    assert heartbeat_free(not_ready) != heartbeat_free(node)
