@@ -154,28 +154,35 @@ class Bench:
         cmd = ["ansible", "localhost", "-m", "kubegpu.platform.gpu_node_pools", "-a", json.dumps(args)]
         return self.measure(label, cmd + (["--check"] if check else []), peak="AnsiballZ_gpu_node_pools")
 
-    def settle(self, timeout: float = 600.0) -> None:
+    def settle(self, timeout: float = 600.0, stalled: float = 30.0) -> None:
         """Wait until every DaemonSet has rolled out on every node (kube-controller-manager and kwok carry on with
         the operands after a run returns: on 1,000 nodes that took the two cores for minutes), so that the next
-        run is timed on a quiet cluster. Said in the output when it took more than a moment."""
+        run is timed on a quiet cluster. Gives up when the roll-out has not moved for `stalled` seconds (a
+        DaemonSet that never completes) or after `timeout`. Said in the output when it took more than a moment."""
         t0 = time.monotonic()
         api = self.dc.admin.resources.get(api_version="apps/v1", kind="DaemonSet")
 
         def behind():
-            out = []
+            out = {}
             for ds in api.get().to_dict()["items"]:
                 status = ds.get("status") or {}
                 want = status.get("desiredNumberScheduled") or 0
-                if (status.get("observedGeneration") != ds["metadata"].get("generation")
-                        or (status.get("updatedNumberScheduled") or 0) < want
-                        or (status.get("numberReady") or 0) < want):
-                    out.append(ds["metadata"]["name"])
+                missing = (max(0, want - (status.get("updatedNumberScheduled") or 0))
+                           + max(0, want - (status.get("numberReady") or 0))
+                           + (status.get("observedGeneration") != ds["metadata"].get("generation")))
+                if missing:
+                    out[ds["metadata"]["name"]] = missing
             return out
-        while behind() and time.monotonic() - t0 < timeout:
+        left = behind()
+        best, moved = sum(left.values()), time.monotonic()
+        while left and time.monotonic() - t0 < timeout and time.monotonic() - moved < stalled:
             time.sleep(2.0)
+            left = behind()
+            if sum(left.values()) < best:
+                best, moved = sum(left.values()), time.monotonic()
         if time.monotonic() - t0 > 3:
             print(f"  (waited {time.monotonic() - t0:.0f} s for the operands' DaemonSets to roll out"
-                  f"{': still behind: ' + ', '.join(behind()) if behind() else ''})", flush=True)
+                  f"{'; still behind: ' + ', '.join(sorted(left)) if left else ''})", flush=True)
 
     def knobs(self, values: dict) -> None:
         self.dc.knobs(values)
