@@ -38,6 +38,9 @@ PART_OF_LABEL = "app.kubernetes.io/part-of"
 COLLECTION = "kubegpu.platform"
 # managed-by=kubegpu.platform: the objects this collection created and may prune.
 MANAGED_BY = {MANAGED_BY_LABEL: COLLECTION}
+# The automation_access role's objects (value: "true"): the account AWX runs the collection as is not site's, so the
+# uninstall (which that account may run) leaves it, its namespace and token first of all.
+AUTOMATION_ACCESS_LABEL = "kubegpu.io/automation-access"
 
 # The monitoring stage's objects (value: alerts | dashboard | console-plugin); with managed-by, what its prune lists.
 MONITORING_LABEL = "kubegpu.io/monitoring"
@@ -191,6 +194,7 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 
 # --- The names the single-source test checks (test_names.py) ------------------------------------------------------
 LABELS = (POOL_LABEL, CLAIM_TEMPLATE_LABEL, SERVING_MODEL_LABEL, SERVING_RUNTIME_LABEL, MANAGED_BY_LABEL, PART_OF_LABEL,
+          AUTOMATION_ACCESS_LABEL,
           MONITORING_LABEL, GRAFANA_DASHBOARD_LABEL, OPENSHIFT_CONSOLE_DASHBOARD_LABEL,
           GPU_PRESENT_LABEL, PRODUCT_LABEL, COUNT_LABEL, MEMORY_LABEL, FAMILY_LABEL, COMPUTE_MAJOR_LABEL, COMPUTE_MINOR_LABEL, SHARING_STRATEGY_LABEL,
           MIG_CAPABLE_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, DEPLOY_LABEL_PREFIX,

@@ -8,7 +8,9 @@ An object is the collection's when
   queues, claim templates, alert rules...; and every Namespace a stage created, see `mark_created_namespace`), or
 - one of the collection's field managers (names.FIELD_MANAGERS) holds fields of it, for the kinds that a stage
   server-side applies whole without a label (Subscription, OperatorGroup, ClusterPolicy, NodeFeatureDiscovery...).
-An object someone else made carries neither, and the uninstall leaves it alone.
+An object someone else made carries neither, and the uninstall leaves it alone. Neither does it take the
+automation_access role's objects (names.AUTOMATION_ACCESS_LABEL, `automation_account`): the account runs `site` and
+`uninstall`, it is not made by them.
 
 A Namespace applied with nothing but its name keeps no managedFields entry at all: the cluster cannot tell later
 who created it. So a stage that creates a namespace labels it managed-by, and keeps the label on the next runs
@@ -21,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
+    AUTOMATION_ACCESS_LABEL,
     FIELD_MANAGERS,
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -34,6 +37,13 @@ def _meta(obj):
 def labelled_ours(obj):
     """Whether the object carries managed-by=kubegpu.platform."""
     return all((_meta(obj).get("labels") or {}).get(k) == v for k, v in MANAGED_BY.items())
+
+
+def automation_account(obj):
+    """Whether the object is the automation_access role's (the ServiceAccount AWX runs the collection as, its token,
+    namespace and rights): made by an administrator for the runs, not by `site`, so never the uninstall's to remove -
+    an uninstall run as that account would delete its own token halfway."""
+    return AUTOMATION_ACCESS_LABEL in (_meta(obj).get("labels") or {})
 
 
 def our_managers(obj, managers=FIELD_MANAGERS):
@@ -62,4 +72,4 @@ def managed_by_selector():
     return ",".join("%s=%s" % item for item in sorted(MANAGED_BY.items()))
 
 
-__all__ = ["labelled_ours", "our_managers", "mark_created_namespace", "managed_by_selector", "MANAGED_BY_LABEL"]
+__all__ = ["automation_account", "labelled_ours", "our_managers", "mark_created_namespace", "managed_by_selector", "MANAGED_BY_LABEL"]

@@ -73,6 +73,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.
     KUEUE_OPERATOR,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.uninstall.ownership import (
+    automation_account,
     labelled_ours,
     our_managers,
 )
@@ -235,6 +236,8 @@ def _ours(stage, rule, obj, context):
     if any(ref.get("controller") for ref in meta.get("ownerReferences") or []):
         # Made by a controller from an object of ours (a pod's claim from our template, with our labels): its owner's
         # deletion takes it.
+        return False
+    if automation_account(obj):
         return False
     if how == "label":
         return labelled_ours(obj) and _has_label(obj, rule["label"])

@@ -206,6 +206,21 @@ def test_the_gpu_operator_stage_ends_with_the_namespaces_we_created():
         ("namespaces the collection created", ["Namespace/nvidia-gpu-operator"])]
 
 
+def test_the_automation_account_is_not_the_uninstalls():
+    """automation_access's namespace, token Secret, ServiceAccount and rights carry managed-by and our field manager
+    like a stage's objects; the uninstall (which that account may run) leaves every one."""
+    account = dict(OURS, **{"kubegpu.io/automation-access": "true"})
+    listed = {("v1", "Namespace"): [obj("Namespace", "kubegpu-automation", labels=account, managers=("kubegpu.platform",)),
+                                    obj("Namespace", "nvidia-gpu-operator", labels=OURS)],
+              ("v1", "Secret"): [obj("Secret", "kubegpu-automation-token", "kubegpu-automation", labels=account,
+                                     managers=("kubegpu.platform",)),
+                                 obj("Secret", "kubegpu-registry-credentials", "nvidia-gpu-operator", labels=OURS,
+                                     managers=("kubegpu.platform",))]}
+    assert [(s["step"], s["delete"]) for s in summary(plan_stage("gpu_operator", listed))] == [
+        ("NFD instance and registry credentials", ["Secret/nvidia-gpu-operator/kubegpu-registry-credentials"]),
+        ("namespaces the collection created", ["Namespace/nvidia-gpu-operator"])]
+
+
 def test_a_namespace_someone_else_made_stays_and_gets_back_only_our_fields():
     made_by_hand = obj("Namespace", "nvidia-gpu-operator", labels={"openshift.io/cluster-monitoring": "true"},
                        managers=("kubectl-create", "kubegpu.platform"))
