@@ -1,12 +1,13 @@
-"""Bad input is refused before anything is written (issue 9): one table, every playbook, fresh and converged.
+"""The bad-input table (issue 9): one case per way a user gets the demo inventory wrong, every playbook.
 
 Each case changes the demo inventory (examples/demo/inventory.yml) the way a user might get it wrong, runs a
 playbook with ansible-playbook as users do (site or the stage's own), and expects the run to stop in the first
 play (kubegpu.platform.preflight) with a message that names the variable path, the value and what is valid, and
 the API server's audit log to show no write by the collection. The node_pools playbook's preflight checks the
 inventory alone: the pools' cluster checks are gpu_node_pools' own, made before its first write on the fleet it
-plans from (one Node list per run), so its cases may stop in the role's planning task instead. The table runs on a fresh cluster (no operator,
-nothing of ours), then again once the demo inventory has converged through site.
+plans from (one Node list per run), so its cases may stop in the role's planning task instead.
+test_site_lifecycle.py runs the table on a fresh cluster (no operator, nothing of ours), then again once the demo
+inventory has converged through site.
 
 A bad input stops the run in its first play, so a case costs one short ansible-playbook process; the cases run a
 few at a time (KUBEGPU_BAD_INPUT_WORKERS, default 3) and the audit log is asserted for the whole table: no write by
@@ -21,11 +22,9 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 import yaml
 
 from conftest import REPO
-from kubegpu_devcluster import testing
 
 INVENTORY = REPO / "examples" / "demo" / "inventory.yml"
 DEMO = yaml.safe_load(INVENTORY.read_text())["all"]["vars"]
@@ -299,8 +298,8 @@ def _judge(case, result):
     return None
 
 
-def _touched(dc):
-    """What an earlier test of the session left that a fresh cluster lacks: a ClusterPolicy, node labels of ours."""
+def touched(dc):
+    """What an earlier run left that a fresh cluster lacks: a ClusterPolicy, node labels of ours."""
     policies = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy").get().items
     nodes = [n.to_dict()["metadata"] for n in dc.admin.resources.get(api_version="v1", kind="Node").get().items]
     labelled = [n["name"] for n in nodes if any(k.startswith("kubegpu.io/") or k == "nvidia.com/dra-kubelet-plugin"
@@ -308,16 +307,8 @@ def _touched(dc):
     return [p.metadata.name for p in policies] + labelled
 
 
-@pytest.fixture(scope="module")
-def fresh_cluster(devcluster_session):
-    """A cluster nothing has been installed on, of this file's own: the test converges `site` on it (operators,
-    ClusterPolicy, served models, queues), which later tests on the session's cluster must not meet."""
-    with testing.own_cluster(REPO / ".cache" / "bad-input-cluster", type(devcluster_session)) as cluster:
-        assert not _touched(cluster), "a new cluster has a ClusterPolicy or node labels of ours"
-        yield cluster
-
-
-def _table(dc, state):
+def table(dc, state):
+    """Every case of `state` ("fresh" or "converged") run against dc: (problems, the collection's writes)."""
     cases = [c for c in CASES if state in _case(c)[4]]
     mark = dc.audit.mark()
     t0 = time.monotonic()
@@ -330,21 +321,3 @@ def _table(dc, state):
     print(f"\n{state}: {len(cases)} bad inputs in {seconds:.1f} s ({WORKERS} at a time, slowest {slowest:.1f} s), "
           f"{len(problems)} not refused as expected, {len(writes)} writes")
     return problems, writes
-
-
-def test_bad_input_is_refused_before_any_write(fresh_cluster):
-    dc = fresh_cluster
-    assert len(CASES) >= 40
-    problems, writes = _table(dc, "fresh")
-    assert problems == [], "\n".join(problems)
-    assert writes == [], writes
-
-    t0 = time.monotonic()
-    out, proc, _seconds = _run(dc, SITE, {})
-    assert out is not None and out["stats"]["localhost"]["failures"] == 0, (
-        _failures(out) if out else proc.stderr[-2000:])
-    print(f"converged with the demo inventory through site in {time.monotonic() - t0:.1f} s")
-
-    problems, writes = _table(dc, "converged")
-    assert problems == [], "\n".join(problems)
-    assert writes == [], writes

@@ -20,7 +20,7 @@ import yaml
 
 from conftest import REPO, Devcluster, node_labels
 from kubegpu_devcluster import paths, testing
-from test_uninstall import differences, kept_on_purpose, snapshot
+from snapshots import differences, kept_on_purpose, snapshot
 
 POOL_LABEL = "kubegpu.io/node-pool"
 ALPHA_POOLS = [
@@ -46,7 +46,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-# Every object of both clusters before the first site run (test_uninstall.snapshot), for the uninstall at the end.
+# Every object of both clusters before the first site run (snapshots.snapshot), for the uninstall at the end.
 BEFORE = {}
 
 

@@ -5,7 +5,7 @@ console operator's Console), a second run changes nothing and writes nothing; on
 plugin (Deployment, Service with the service-CA annotation, ConsolePlugin) is installed and added to the Console's
 spec.plugins next to a plugin the user has there, a threshold the user changes reaches the PrometheusRule, and the
 dashboard and the console plugin turned off are pruned (the user's plugin stays listed). Bad input is in
-test_bad_input.py's table.
+bad_input_cases.py's table.
 
 The stage needs what the gpu_operator stage leaves (the operator's namespace and a ClusterPolicy): a fixture creates
 them as the admin when the session's cluster lacks them (the chart's ClusterPolicy, planning/cluster_policy.py), and

@@ -2,7 +2,7 @@
 cluster's but what AWX's "OpenShift or Kubernetes API Bearer Token" credential injects (K8S_AUTH_HOST,
 K8S_AUTH_API_KEY, K8S_AUTH_VERIFY_SSL, K8S_AUTH_SSL_CA_CERT), and the job's extra variables.
 
-Used by the integration tests (tests/integration/test_automation_access.py) and runnable on its own:
+Used by the integration tests (tests/integration/test_site_lifecycle.py) and runnable on its own:
     python awx_run.py <private_data_dir> <playbook> <inventory> <extravars.json> <envvars.json>
 """
 from __future__ import annotations
