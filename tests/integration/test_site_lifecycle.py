@@ -10,8 +10,8 @@
    registry pull secret, an NGC API key) appear in no line of output, no artifact and no request body. Then one
    rule less, and the run fails naming the verb, resource, namespace and the rule.
 4. Converged: the bad-input table again, no write.
-5. `uninstall`: check mode lists what would go and writes nothing; the uninstall leaves every object as the snapshot
-   had it, but for what is left on purpose (plan.KEPT), each named with why; what OpenShift AI's operator made by
+5. `uninstall`: check mode lists what would go and writes nothing; an uninstall killed halfway (SIGKILL once the
+   models are being deleted) and run again leaves every object as the snapshot had it, but for what is left on purpose (plan.KEPT), each named with why; what OpenShift AI's operator made by
    itself from the collection's install goes too; a second uninstall changes and writes nothing (writes counted in
    the audit log, the admin user's: the modules' and helm's own).
 
@@ -23,6 +23,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,7 +33,7 @@ import pytest
 import yaml
 
 import bad_input_cases
-from conftest import REPO, Devcluster, task_result
+from conftest import REPO, Devcluster, task_result, wait_for
 from kubegpu_devcluster import paths, testing
 from snapshots import differences, kept_on_purpose, snapshot
 
@@ -273,6 +275,24 @@ def removed(out) -> list:
             for c in t["hosts"]["localhost"].get("changes") or []]
 
 
+def _kill_uninstall_halfway(dc):
+    """Start uninstall and kill it (SIGKILL to its process group: no handler, no cleanup) once the serving stage has
+    begun deleting the models, as a cancelled AWX job or a lost CI runner stops it. Returns the deletes it sent."""
+    mark = dc.audit.mark()
+    proc = subprocess.Popen(["ansible-playbook", "playbooks/uninstall.yml", "-i", str(DEMO)], cwd=REPO, env=dc.env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: proc.poll() is not None or any(
+            e.verb == "delete" and e.resource == "inferenceservices" for e in dc.audit.writes(mark)),
+            timeout=300, interval=0.5, what="the uninstall's first InferenceService deletion")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, f"the uninstall ended (rc {proc.returncode}) before it was killed"
+    return [str(e) for e in dc.audit.writes(mark) if e.verb == "delete"]
+
+
 def test_uninstall_leaves_the_cluster_as_before_site(fresh, converged):
     dc, before = converged["dc"], fresh["before"]
     assert "Namespace//nvidia-gpu-operator" in before
@@ -312,8 +332,16 @@ def test_uninstall_leaves_the_cluster_as_before_site(fresh, converged):
         "ClusterQueue/serving") < listed.index("ResourceClaimTemplate/llm/gpu-80g") < listed.index(
         "ClusterPolicy/gpu-cluster-policy")
 
+    # Killed halfway: monitoring's objects gone, the models going, the GPU Operator still there. The next run finishes.
+    deleted = _kill_uninstall_halfway(dc)
+    print(f"uninstall killed halfway, {len(deleted)} deletes sent")
+    assert any("/prometheusrules/" in d for d in deleted), deleted
+    assert dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy").get().items, \
+        "the killed uninstall had already removed the ClusterPolicy: it was not halfway"
+
     out, stats, seconds = _uninstall(dc)
-    print(f"uninstall in {seconds:.1f} s: {stats['changed']} tasks changed, {len(removed(out))} objects removed")
+    print(f"uninstall after the killed one in {seconds:.1f} s: {stats['changed']} tasks changed, "
+          f"{len(removed(out))} objects removed")
     assert stats["changed"] > 0
     after = snapshot(dc)
     left = differences(before, after)
