@@ -157,6 +157,42 @@ def running_pods(dc, model):
     return [p.to_dict() for p in pods.values() if p.status.phase == "Running" and not p.metadata.deletionTimestamp]
 
 
+def model_state(dc, model) -> str:
+    """What a model's pods, their claims and its workload controllers show, for a wait that timed out: where the
+    chain from the request to a running pod stopped (scale, scheduling, claim allocation)."""
+    lines = []
+    for kind, api_version in (("Deployment", "apps/v1"), ("ReplicaSet", "apps/v1")):
+        for o in dc.admin.resources.get(api_version=api_version, kind=kind).get(namespace=NS).items:
+            if o.metadata.name.startswith(model + "-"):
+                lines.append(f"{kind} {o.metadata.name}: replicas {o.spec.replicas}, ready {o.status.readyReplicas}")
+    for selector in (f"serving.kserve.io/inferenceservice={model}", f"serving.knative.dev/service={model}-predictor"):
+        for pod in dc.admin.resources.get(api_version="v1", kind="Pod").get(namespace=NS, label_selector=selector).items:
+            pod = pod.to_dict()
+            conditions = [(c["type"], c["status"], c.get("reason"), c.get("message"))
+                          for c in pod["status"].get("conditions") or []]
+            lines.append(f"Pod {pod['metadata']['name']}: {pod['status'].get('phase')} on "
+                         f"{pod['spec'].get('nodeName')}, deleting {bool(pod['metadata'].get('deletionTimestamp'))}, "
+                         f"{conditions}, claims {pod['status'].get('resourceClaimStatuses')}")
+    for claim in dc.admin.resources.get(api_version="resource.k8s.io/v1", kind="ResourceClaim").get(namespace=NS).items:
+        claim = claim.to_dict()
+        if claim["metadata"]["name"].startswith(model + "-"):
+            lines.append(f"ResourceClaim {claim['metadata']['name']}: allocated "
+                         f"{bool((claim.get('status') or {}).get('allocation'))}, reserved for "
+                         f"{[r.get('name') for r in (claim.get('status') or {}).get('reservedFor') or []]}")
+    events = dc.admin.resources.get(api_version="v1", kind="Event").get(namespace=NS).items
+    lines += [f"Event {e.involvedObject.kind}/{e.involvedObject.name}: {e.reason}: {e.message}" for e in events
+              if (e.involvedObject.name or "").startswith(model + "-")][-15:]
+    return "\n".join(lines) or f"nothing of {model} in {NS}"
+
+
+def wait_for_model(dc, model, predicate, what, timeout=60):
+    """wait_for(predicate) on a model's pods; on timeout, fail with model_state's account of them."""
+    try:
+        return wait_for(predicate, timeout=timeout, what=what)
+    except pytest.fail.Exception as e:
+        pytest.fail(f"{e}\n{model_state(dc, model)}")
+
+
 def node_pool(dc, node):
     return (dc.admin.resources.get(api_version="v1", kind="Node").get(name=node).metadata.labels or {}).get(POOL_LABEL)
 
@@ -248,7 +284,7 @@ def check_placements_and_scale_to_zero(dc, scale_to_zero):
     dc.knobs({"serving.idle_seconds": "2"})
     set_requests(dc, PLACEMENTS, "1")
     for model, (pool, request) in PLACEMENTS.items():
-        [pod] = wait_for(lambda: running_pods(dc, model), timeout=60, what=f"a running pod of {model}")
+        [pod] = wait_for_model(dc, model, lambda: running_pods(dc, model), f"a running pod of {model}")
         assert node_pool(dc, pod["spec"]["nodeName"]) == pool, model
         limits = pod["spec"]["containers"][0]["resources"].get("limits") or {}
         gpu_limits = dict((k, str(v)) for k, v in limits.items() if k.startswith("nvidia.com/"))
@@ -259,13 +295,13 @@ def check_placements_and_scale_to_zero(dc, scale_to_zero):
             assert gpu_limits == request, model
     set_requests(dc, list(scale_to_zero), "0")
     for model in scale_to_zero:
-        wait_for(lambda: not running_pods(dc, model), timeout=60, what=f"{model} to scale to zero")
+        wait_for_model(dc, model, lambda: not running_pods(dc, model), f"{model} to scale to zero")
     for model in scale_to_zero:
         ready = [c for c in isvcs(dc)[model]["status"]["conditions"] if c["type"] == "Ready"]
         assert ready[0]["status"] == "True", "a model scaled to zero stays Ready"
     set_requests(dc, scale_to_zero, "1")
     for model in scale_to_zero:
-        wait_for(lambda: len(running_pods(dc, model)) == 1, timeout=60, what=f"{model} back to one pod")
+        wait_for_model(dc, model, lambda: len(running_pods(dc, model)) == 1, f"{model} back to one pod")
     set_requests(dc, PLACEMENTS, "0")
 
 
