@@ -11,9 +11,10 @@
    rule less, and the run fails naming the verb, resource, namespace and the rule.
 4. Converged: the bad-input table again, no write.
 5. `uninstall`: check mode lists what would go and writes nothing; an uninstall killed halfway (SIGKILL once the
-   models are being deleted) and run again leaves every object as the snapshot had it, but for what is left on purpose (plan.KEPT), each named with why; what OpenShift AI's operator made by
-   itself from the collection's install goes too; a second uninstall changes and writes nothing (writes counted in
-   the audit log, the admin user's: the modules' and helm's own).
+   models are being deleted) and run again leaves every object as the snapshot had it, but for what is left on
+   purpose (plan.KEPT), each named with why; what OpenShift AI's operator made by itself from the collection's
+   install goes too; a second uninstall changes and writes nothing (writes counted in the audit log, the admin
+   user's: the modules' and helm's own).
 
 One cluster for all of it because each step is a converge of the whole demo (operators, models, queues): three
 clusters converged three times cost CI about five minutes more for no more truth.
