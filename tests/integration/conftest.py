@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,11 @@ class Devcluster(testing.Devcluster):
         cmd = ["ansible-playbook", playbook, *args]
         return subprocess.run(cmd, cwd=REPO, env=dict(self.env(), **(env or {})), capture_output=True, text=True, check=False)
 
+    def start_playbook(self, playbook: str, *args: str) -> subprocess.Popen:
+        """ansible-playbook started in a session of its own, output discarded: for a test that kills it (kill_playbook)."""
+        return subprocess.Popen(["ansible-playbook", playbook, *args], cwd=REPO, env=self.env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
 
 @pytest.fixture(scope="session")
 def devcluster_session():
@@ -91,3 +97,45 @@ def task_result(out, name) -> dict:
     found = [t["hosts"]["localhost"] for p in out["plays"] for t in p["tasks"] if task_name(t).startswith(name)]
     assert found, f"no task named {name!r}"
     return found[-1]
+
+
+def _process_tree():
+    """{parent pid: [child pids]} of every process now."""
+    tree = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def kill_playbook(proc):
+    """Kill ansible-playbook's process group and everything under it, as when the machine running it dies.
+
+    Ansible's workers call setsid (a session of their own), so a signal to the playbook's process group alone
+    leaves the worker and the module running on: stop the whole tree first, then kill it.
+    """
+    os.killpg(proc.pid, signal.SIGSTOP)
+    stopped = {proc.pid}
+    while True:
+        tree = _process_tree()
+        found = [child for pid in stopped for child in tree.get(pid, ()) if child not in stopped]
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+            stopped.add(pid)
+    os.killpg(proc.pid, signal.SIGKILL)
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(timeout=30)

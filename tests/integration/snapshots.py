@@ -33,16 +33,13 @@ def _client(dc):
 def _clean(obj: dict) -> dict:
     obj = {k: v for k, v in obj.items() if k != "status"}
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in SERVER_FIELDS}
-    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(SIMULATOR_ANNOTATION)}
-    if notes:
-        meta["annotations"] = notes
-    else:
-        meta.pop("annotations", None)
-    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in SERVER_LABELS}
-    if labels:
-        meta["labels"] = labels
-    else:
-        meta.pop("labels", None)
+    for part, leave_out in (("annotations", lambda k: k.startswith(SIMULATOR_ANNOTATION)),
+                            ("labels", lambda k: k in SERVER_LABELS)):
+        kept = {k: v for k, v in (meta.get(part) or {}).items() if not leave_out(k)}
+        if kept:
+            meta[part] = kept
+        else:
+            meta.pop(part, None)
     obj["metadata"] = meta
     return obj
 

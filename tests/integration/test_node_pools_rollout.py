@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import time
 
 import pytest
 
-from conftest import REPO, gpu_allocatable, node_labels, wait_for
+from conftest import gpu_allocatable, kill_playbook, node_labels, wait_for
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DEVICE_PLUGIN_CONFIG_ANNOTATION
 from test_gpu_node_pools import EXPECTED, POOLS, install_operator
 
@@ -253,50 +251,7 @@ def test_drain_then_failure_leaves_no_node_cordoned(operator):
 # ---------------------------------------------------------------------------------------------
 
 def _start(dc, pools, **extra):
-    return subprocess.Popen(["ansible-playbook", PLAYBOOK, *_vars(pools, **extra)], cwd=REPO, env=dc.env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-
-
-def _children():
-    """{parent pid: [child pids]} of every process now."""
-    tree = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            tree.setdefault(ppid, []).append(int(entry))
-    return tree
-
-
-def _kill(proc):
-    """Kill ansible-playbook's process group and everything under it, as when the machine running it dies.
-
-    Ansible's workers call setsid (a session of their own), so a signal to the playbook's process group alone
-    leaves the worker and the module running on: stop the whole tree first, then kill it.
-    """
-    os.killpg(proc.pid, signal.SIGSTOP)
-    stopped = {proc.pid}
-    while True:
-        tree = _children()
-        found = [child for pid in stopped for child in tree.get(pid, ()) if child not in stopped]
-        if not found:
-            break
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
-            stopped.add(pid)
-    os.killpg(proc.pid, signal.SIGKILL)
-    for pid in stopped:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait(timeout=30)
+    return dc.start_playbook(PLAYBOOK, *_vars(pools, **extra))
 
 
 def _dp_data(dc):
@@ -352,7 +307,7 @@ def test_run_killed_midway_is_converged_by_the_next(operator, point):
             wait_for(lambda: (_node(dc, "gpu-h100-000").metadata.labels or {}).get(
                 "nvidia.com/device-plugin.config") == key, timeout=90, interval=0.1, what="device-plugin step")
     finally:
-        _kill(proc)
+        kill_playbook(proc)
     if point == "between-mig-and-device-plugin":
         # mig-manager finishes with nobody watching: mixed geometry read with the single strategy
         dc.clear_knobs()

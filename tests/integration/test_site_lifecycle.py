@@ -24,8 +24,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,7 +32,7 @@ import pytest
 import yaml
 
 import bad_input_cases
-from conftest import REPO, Devcluster, task_result, wait_for
+from conftest import REPO, Devcluster, kill_playbook, task_result, wait_for
 from kubegpu_devcluster import paths, testing
 from snapshots import differences, kept_on_purpose, snapshot
 
@@ -277,20 +275,20 @@ def removed(out) -> list:
 
 
 def _kill_uninstall_halfway(dc):
-    """Start uninstall and kill it (SIGKILL to its process group: no handler, no cleanup) once the serving stage has
-    begun deleting the models, as a cancelled AWX job or a lost CI runner stops it. Returns the deletes it sent."""
+    """Start uninstall and kill it (its whole process tree, the module included: no handler, no cleanup) once the
+    serving stage has begun deleting the models, as a cancelled AWX job or a lost CI runner stops it. Returns the
+    deletes it sent."""
     mark = dc.audit.mark()
-    proc = subprocess.Popen(["ansible-playbook", "playbooks/uninstall.yml", "-i", str(DEMO)], cwd=REPO, env=dc.env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = dc.start_playbook("playbooks/uninstall.yml", "-i", str(DEMO))
     try:
         wait_for(lambda: proc.poll() is not None or any(
             e.verb == "delete" and e.resource == "inferenceservices" for e in dc.audit.writes(mark)),
             timeout=300, interval=0.5, what="the uninstall's first InferenceService deletion")
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL, f"the uninstall ended (rc {proc.returncode}) before it was killed"
+        ended = proc.poll()
+        if ended is None:
+            kill_playbook(proc)
+    assert ended is None, f"the uninstall ended (rc {ended}) before it was killed"
     return [str(e) for e in dc.audit.writes(mark) if e.verb == "delete"]
 
 
