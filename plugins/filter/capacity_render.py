@@ -16,6 +16,7 @@ description:
   - V(html) - one self-contained page with a bar chart per pool drawn by Chart.js, which must be given in
     O(library) (the report role ships it); nothing is fetched when the page is opened.
   - V(summary) - one line per pool, for C(ansible.builtin.set_stats) so that an AWX job shows it.
+  - V(teams) - one line per team with its quota and use of each pool, for C(ansible.builtin.set_stats).
 author:
   - kubegpu.platform contributors (@kubegpu)
 options:
@@ -26,7 +27,7 @@ options:
   format:
     description: What to render.
     type: str
-    choices: [text, html, summary]
+    choices: [text, html, summary, teams]
     default: text
   library:
     description: The Chart.js UMD build, as text; required for V(html).
@@ -46,13 +47,14 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: A list of lines (V(text)), a string (V(html)) or a dict of pool name to summary line (V(summary)).
+  description: A list of lines (V(text)), a string (V(html)), or a dict of pool name to summary line (V(summary)) or
+    of team name to summary line (V(teams)).
   type: raw
 """
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity import pool_summary
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity import pool_summary, team_summary
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity_html import capacity_html
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity_text import capacity_lines
 
@@ -61,7 +63,7 @@ def capacity_render(document, format="text", library="", license=""):  # pylint:
     if format == "html" and not library:
         raise AnsibleFilterError("capacity_render('html') needs the Chart.js build in library= "
                                  "(the report role reads it from its files/chartjs)")
-    renderers = {"text": capacity_lines, "summary": pool_summary,
+    renderers = {"text": capacity_lines, "summary": pool_summary, "teams": team_summary,
                  "html": lambda doc: capacity_html(doc, library, license)}
     if format not in renderers:
         raise AnsibleFilterError("capacity_render: format is {0!r}; expected one of {1}".format(

@@ -12,7 +12,8 @@ version_added: 0.1.0
 description:
   - Turns the registered result of M(kubegpu.platform.gpu_cluster_info) into the capacity report document, per
     node pool the nodes, GPU model, physical GPUs, sharing and layout, allocatable, requested and idle units per
-    resource, and the pending GPU pods, with what changed since the previous report.
+    resource, and the pending GPU pods, then the teams' quota, use and borrowing per pool (tenancy stage), with
+    what changed since the previous report.
   - The document is what the report role writes as JSON and keeps for the next run; render it with
     P(kubegpu.platform.capacity_render#filter).
 author:
@@ -40,8 +41,10 @@ RETURN = r"""
 _value:
   description:
     - C(schema), C(generated_at), C(cluster) (platform facts), C(pools) (see the C(capacity) result of
-      M(kubegpu.platform.gpu_cluster_info)), C(unplaceable), C(previous_generated_at) and C(changes)
-      (a list of C(pool), C(field), C(resource), C(before), C(after); null when there was no previous report).
+      M(kubegpu.platform.gpu_cluster_info)), C(unplaceable), C(teams) (the C(teams) result of
+      M(kubegpu.platform.gpu_cluster_info): quota, used and borrowed per team, pool and resource),
+      C(previous_generated_at) and C(changes) (a list of C(pool), C(field), C(resource), C(before), C(after), the
+      teams' quota and use included; null when there was no previous report).
   type: dict
 """
 
@@ -53,7 +56,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity
 def capacity_report(info, previous=None):
     try:
         return report_document(info["capacity"], info["observed_at"], cluster=info.get("platform"),
-                               previous=previous or None)
+                               previous=previous or None, teams=info.get("teams"))
     except (KeyError, TypeError) as e:
         raise AnsibleFilterError(
             "capacity_report expects the registered result of kubegpu.platform.gpu_cluster_info (and a previous "

@@ -111,6 +111,17 @@ dra:
       with C(name), C(device_class) and C(claims) (C(<kind> <namespace>/<name>)).
   returned: always
   type: dict
+teams:
+  description:
+    - The teams' GPU quota, usage and borrowing per pool and resource, read from what the tenancy stage
+      (M(kubegpu.platform.tenancy_quotas)) wrote - its Kueue ClusterQueues (usage and borrowing as Kueue reports
+      them in their status) or its plain ResourceQuotas (usage as the API server's quota admission counts it, per
+      resource name over every pool that offers it) - one entry per C(team), C(pool), C(resource) with C(quota),
+      C(used) and C(borrowed). Empty when the stage wrote none.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{team: research, pool: llm-h100, resource: nvidia.com/mig-3g.40gb, quota: 8, used: 2, borrowed: 0}]
 serving:
   description:
     - Whether the KServe, Knative Serving, KEDA and OpenShift AI APIs are served, and the KServe controller found.
@@ -133,10 +144,14 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     CLAIM_TEMPLATE_LABEL,
+    KUEUE_API,
     MANAGED_BY,
+    PART_OF_LABEL,
     POOL_LABEL,
     SERVING_MODEL_LABEL,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.objects import PART_OF as TENANCY
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.report import live_rows
 
 
 FINISHED_PODS_OUT = "status.phase!=Succeeded,status.phase!=Failed"
@@ -191,6 +206,13 @@ def serving_info(cluster):
     }
 
 
+def teams_info(cluster, capacity):
+    """The tenancy stage's quotas and their use (two lists, whatever the number of teams)."""
+    ours = "%s=%s" % (PART_OF_LABEL, TENANCY)
+    return live_rows(cluster.list(KUEUE_API, "ClusterQueue", label_selector=ours),
+                     cluster.list("v1", "ResourceQuota", label_selector=ours), capacity["pools"])
+
+
 def gather(module):
     cluster = module.cluster
     observed_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -207,12 +229,14 @@ def gather(module):
         cluster.list("apps/v1", "Deployment", label_selector="app.kubernetes.io/component=gpu-operator"),
         cluster.list("nvidia.com/v1", "ClusterPolicy"),
     )
+    capacity = pool_capacity(nodes, pods)
     return {
         "changed": False,
         "platform": platform_info(cluster),
         "gpu_nodes": summary,
         "pools": summarize_pools(nodes),
-        "capacity": pool_capacity(nodes, pods),
+        "capacity": capacity,
+        "teams": teams_info(cluster, capacity),
         "observed_at": observed_at,
         "gpu_operator": operator,
         "dra": dra_info(cluster),

@@ -215,6 +215,20 @@ def test_tenancy(cluster, helm_bin):
     assert dc.audit.writes(mark) == []
     print(f"second run: {seconds:.1f} s, 0 writes")
 
+    # The capacity report (gpu_cluster_info) reads the teams back from the cluster alone: the quotas from the
+    # ClusterQueues, use and borrowing from their status, which Kueue's controller keeps (no controller runs here,
+    # so the test writes the status as it would: research uses 60 of its 56 units, 4 borrowed).
+    dc.admin.resources.get(api_version=KUEUE, kind="ClusterQueue").status.patch(
+        name="research", content_type="application/merge-patch+json", body={"status": {"flavorsUsage": [
+            {"name": "llm-h100", "resources": [{"name": "nvidia.com/gpu", "total": "60", "borrowed": "4"}]}]}})
+    teams = dc.module("gpu_cluster_info", {})["teams"]
+    assert {"team": "research", "pool": "llm-h100", "resource": "nvidia.com/gpu", "quota": 56, "used": 60,
+            "borrowed": 4} in teams, teams
+    read_back = {}
+    for row in teams:
+        read_back[(row["pool"], row["resource"])] = read_back.get((row["pool"], row["resource"]), 0) + row["quota"]
+    assert read_back == cap
+
     # A claim template added once Kueue is there: the chart is not written again, so the stage says what Kueue's
     # Configuration lacks (a warning, no write).
     mark = dc.audit.mark()
@@ -274,6 +288,9 @@ def test_tenancy(cluster, helm_bin):
     usage = module(dc, helm_bin, layout=MIXED, kueue=False)["usage"]
     assert {"team": "research", "pool": "llm-h100", "resource": "nvidia.com/mig-1g.10gb", "quota": 16, "used": 8,
             "borrowed": 0} in usage
+    teams = dc.module("gpu_cluster_info", {})["teams"]
+    [row] = [r for r in teams if r["team"] == "research" and r["resource"] == "nvidia.com/mig-1g.10gb"]
+    assert (row["quota"], row["used"], row["borrowed"]) == (16, 8, 0), teams
     pods.delete(name="fits", namespace="research", grace_period_seconds=0)
     print(f"test_tenancy: {time.monotonic() - started:.1f} s")
 

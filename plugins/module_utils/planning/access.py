@@ -204,6 +204,8 @@ STAGE_RULES = {
         rule(["keda.sh"], ["scaledobjects"], READ, "which served models scale to zero"),
         rule(["serving.knative.dev"], ["services"], READ, "Knative-mode models' revisions"),
         rule([""], ["configmaps"], READ, "the pools' device-plugin configurations"),
+        rule(["kueue.x-k8s.io"], ["clusterqueues"], READ, "the teams' quota, usage and borrowing per pool (Kueue)"),
+        rule([""], ["resourcequotas"], READ, "the teams' quota and usage (plain ResourceQuotas)"),
     ],
 }
 

@@ -164,16 +164,40 @@ def capacity_changes(previous, pools):
     return changes
 
 
-def report_document(capacity, generated_at, cluster=None, previous=None):
+def team_changes(previous, teams):
+    """What changed in the teams' quota and use since the previous report: {pool, field ('team <name> quota' or
+    'team <name> used'), resource, before, after}. Nothing when the previous report had no team section."""
+    if not previous or previous.get("teams") is None:
+        return []
+    key = lambda row: (row["pool"], row["team"], row["resource"])   # noqa: E731
+    before = dict((key(r), r) for r in previous["teams"])
+    after = dict((key(r), r) for r in teams)
+    changes = []
+    for pool, team, resource in sorted(set(before) | set(after)):
+        for field in ("quota", "used"):
+            was = (before.get((pool, team, resource)) or {}).get(field, 0)
+            now = (after.get((pool, team, resource)) or {}).get(field, 0)
+            if was != now:
+                changes.append({"pool": pool, "field": "team {0} {1}".format(team, field), "resource": resource,
+                                "before": was, "after": now})
+    return changes
+
+
+def report_document(capacity, generated_at, cluster=None, previous=None, teams=None):
     """The report as one JSON-ready document: schema, generated_at, cluster (platform facts), pools, unplaceable,
-    changes (see capacity_changes) and previous_generated_at (None on a first report)."""
+    teams (quota, used and borrowed per team, pool and resource: tenancy/report.live_rows), changes (see
+    capacity_changes and team_changes) and previous_generated_at (None on a first report)."""
+    teams = list(teams or [])
     changes = capacity_changes(previous, capacity["pools"])
+    if changes is not None:
+        changes += team_changes(previous, teams)
     return {
         "schema": REPORT_SCHEMA,
         "generated_at": generated_at,
         "cluster": cluster or {},
         "pools": capacity["pools"],
         "unplaceable": capacity["unplaceable"],
+        "teams": teams,
         "previous_generated_at": previous.get("generated_at") if changes is not None else None,
         "changes": changes,
     }
@@ -186,4 +210,15 @@ def pool_summary(document):
         units = ", ".join("{0} {1}/{2} idle".format(resource.split("/", 1)[-1], pool["idle"].get(resource, 0), total)
                           for resource, total in pool["allocatable"].items()) or "no GPU units"
         summary[pool["name"]] = "{0}; {1} pending".format(units, len(pool["pending"]))
+    return summary
+
+
+def team_summary(document):
+    """One line per team for AWX's job summary: {team: 'pool resource used/quota (borrowed n), ...'}."""
+    summary = {}
+    for row in document.get("teams") or []:
+        borrowed = " (borrowed {0})".format(row["borrowed"]) if row["borrowed"] else ""
+        part = "{0} {1} {2}/{3} used{4}".format(row["pool"], row["resource"].split("/", 1)[-1], row["used"],
+                                               row["quota"], borrowed)
+        summary[row["team"]] = summary[row["team"]] + ", " + part if row["team"] in summary else part
     return summary

@@ -16,7 +16,7 @@ try:
 except ImportError:  # Python 2 (sanity's compile test only)
     from cgi import escape
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity_text import change_line
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity_text import change_line, team_row
 
 # Colours that read apart for common colour-vision deficiencies (Okabe-Ito): allocatable, requested, idle.
 SERIES = (("allocatable", "Allocatable", "#0072B2"), ("requested", "Requested", "#D55E00"),
@@ -116,6 +116,18 @@ def _pool_section(i, pool):
             "</section>").format(_e(pool["name"]), _e(facts), chart, numbers, pending)
 
 
+def _teams_section(teams):
+    """The teams' quota table (tenancy stage), or nothing when no team has a quota."""
+    if not teams:
+        return ""
+    rows = "".join("<tr><td>{0}</td><td>{1}</td><td>{2}</td><td class=n>{3}</td><td class=n>{4}</td>"
+                   "<td class=n>{5}</td></tr>".format(*[_e(v) for v in team_row(r)]) for r in teams)
+    return ("<section class=teams><h2>GPU quota per team</h2><div class=facts>used: as Kueue or the API server's quota "
+            "admission counts it; borrowed: used beyond the team's quota, lent by others in its cohort</div><table>"
+            "<tr><th>Team</th><th>Node pool</th><th>Resource</th><th>Quota</th><th>Used</th><th>Borrowed</th></tr>"
+            "{0}</table></section>").format(rows)
+
+
 def capacity_html(document, chart_js, chart_js_license=""):
     """The whole page as one string: the report's figures, the charting library inlined, no external resource."""
     cluster = document.get("cluster") or {}
@@ -142,7 +154,7 @@ def capacity_html(document, chart_js, chart_js_license=""):
         "have not finished; idle = allocatable - requested</div>".format(
             _e(document["generated_at"]), " &middot; " + _e(where) if where else ""),
         "<div class=pools>", "".join(_pool_section(i, p) for i, p in enumerate(document["pools"])), "</div>",
-        unplaceable, "<h2>Changes</h2>", changed,
+        unplaceable, _teams_section(document.get("teams")), "<h2>Changes</h2>", changed,
         "<script type=application/json id=kubegpu-report-data>", _json(document), "</script>",
         "<script type=application/json id=kubegpu-report-series>", _json([list(s) for s in SERIES]), "</script>",
         # The library's license travels with its code, as its MIT license asks.

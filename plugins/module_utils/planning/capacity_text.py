@@ -37,6 +37,11 @@ def capacity_rows(pool):
     return rows
 
 
+def team_row(row):
+    """A team's row of the quota table: team, pool, resource, quota, used, borrowed."""
+    return [row["team"], row["pool"], row["resource"], row["quota"], row["used"], row["borrowed"]]
+
+
 def change_line(change):
     """One change in words: 'llm-h100: idle nvidia.com/gpu 16 -> 14 (-2)'."""
     if change["field"] == "pool":
@@ -63,6 +68,11 @@ def capacity_lines(document):
         lines.extend("  {0}: {1} wants {2}".format(name, w["pod"], _units(w["resources"])) for name, w in waiting)
         lines.extend("  no pool offers it: {0} wants {1}".format(w["pod"], _units(w["resources"]))
                      for w in document["unplaceable"])
+    if document.get("teams"):
+        lines.append("")
+        lines.append("GPU quota per team (tenancy stage; used: as Kueue or the quota admission counts it):")
+        lines.extend(table(["Team", "Node pool", "Resource", "Quota", "Used", "Borrowed"],
+                           [team_row(r) for r in document["teams"]]))
     lines.append("")
     changes = document.get("changes")
     if changes is None:

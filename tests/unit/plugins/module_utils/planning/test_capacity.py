@@ -18,6 +18,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity
     pool_capacity,
     pool_summary,
     report_document,
+    team_summary,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity_html import capacity_html
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity_text import capacity_lines
@@ -185,7 +186,7 @@ def test_json_document_round_trips():
     doc = document()
     assert json.loads(json.dumps(doc)) == doc
     assert sorted(doc) == ["changes", "cluster", "generated_at", "pools", "previous_generated_at", "schema",
-                           "unplaceable"]
+                           "teams", "unplaceable"]
 
 
 def test_summary_one_line_per_pool():
@@ -194,6 +195,44 @@ def test_summary_one_line_per_pool():
         "llm": "mig-1g.10gb 30/32 idle, mig-3g.40gb 14/16 idle; 1 pending",
         NO_POOL: "gpu 6/8 idle; 1 pending",
     }
+
+
+TEAMS = [{"team": "research", "pool": "llm", "resource": MIG3, "quota": 8, "used": 2, "borrowed": 0},
+         {"team": "chat", "pool": "embed", "resource": GPU, "quota": 4, "used": 6, "borrowed": 2}]
+
+
+def test_teams_quota_use_and_borrowing_in_every_rendering():
+    doc = report_document(pool_capacity(NODES, PODS), "2026-11-30T10:00:00Z", teams=TEAMS)
+    assert doc["teams"] == TEAMS
+    lines = capacity_lines(doc)
+    header = lines.index([line for line in lines if line.startswith("Team ")][0])
+    assert lines[header].split() == ["Team", "Node", "pool", "Resource", "Quota", "Used", "Borrowed"]
+    assert [line.split() for line in lines[header + 2:header + 4]] == [
+        ["research", "llm", MIG3, "8", "2", "0"], ["chat", "embed", GPU, "4", "6", "2"]]
+    assert team_summary(doc) == {"research": "llm mig-3g.40gb 2/8 used", "chat": "embed gpu 6/4 used (borrowed 2)"}
+    page = capacity_html(doc, "/* chart */")
+    section = page[page.index("<section class=teams>"):]
+    assert "<td>chat</td><td>embed</td><td>nvidia.com/gpu</td><td class=n>4</td><td class=n>6</td><td class=n>2</td>" \
+        in section
+    # No team: no section, no table.
+    plain = document()
+    assert "<section class=teams>" not in capacity_html(plain, "/* chart */")
+    assert not [line for line in capacity_lines(plain) if line.startswith("Team ")] and team_summary(plain) == {}
+
+
+def test_team_changes_since_the_previous_report():
+    first = json.loads(json.dumps(report_document(pool_capacity(NODES, PODS), "2026-11-30T10:00:00Z", teams=TEAMS)))
+    now = [dict(TEAMS[0], used=3), TEAMS[1], {"team": "ops", "pool": "llm", "resource": MIG1, "quota": 4, "used": 0,
+                                               "borrowed": 0}]
+    changes = report_document(pool_capacity(NODES, PODS), "2026-11-30T11:00:00Z", previous=first, teams=now)["changes"]
+    assert changes == [{"pool": "llm", "field": "team ops quota", "resource": MIG1, "before": 0, "after": 4},
+                       {"pool": "llm", "field": "team research used", "resource": MIG3, "before": 2, "after": 3}]
+    assert "  llm: team research used nvidia.com/mig-3g.40gb 2 -> 3 (+1)" in capacity_lines(
+        report_document(pool_capacity(NODES, PODS), "2026-11-30T11:00:00Z", previous=first, teams=now))
+    # A previous report without the team section (older collection): the teams are not all "new".
+    older = dict(first)
+    del older["teams"]
+    assert report_document(pool_capacity(NODES, PODS), "t", previous=older, teams=now)["changes"] == []
 
 
 def test_html_page_is_self_contained_and_escaped():

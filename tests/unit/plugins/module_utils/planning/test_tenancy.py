@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.objects import desired_objects, queue_of
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.quotas import plan_quotas, pool_capacity
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.report import usage_rows
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.report import live_rows, usage_rows
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.spec import TenancyError, parse_settings
 
 from pool_builders import A100, H100, L40S, by_label, node, raw_pool
@@ -219,6 +219,41 @@ def test_usage_rows():
     rows = usage_rows(settings, plan, [queue], [])
     assert {"team": "a", "pool": "ts", "resource": "nvidia.com/gpu", "quota": 5, "used": 7, "borrowed": 2} in rows
     assert any(r["team"] == "unassigned" and r["quota"] == 43 for r in rows)
+
+
+def test_live_rows_from_the_clusterqueues_the_stage_writes():
+    """The capacity report reads the quotas back from the ClusterQueues as written (no inventory): the same quotas
+    as the plan's, usage and borrowing from the status Kueue keeps; the cpu and memory flavor is not a GPU pool."""
+    settings, plan = _plan([{"name": "a", "quotas": [{"pool": "ts", "units": 5}, {"pool": "mig", "share": 0.5}]}])
+    queues = [o for o in desired_objects(settings, plan) if o["kind"] == "ClusterQueue"]
+    queues[0]["status"] = {"flavorsUsage": [
+        {"name": "ts", "resources": [{"name": "nvidia.com/gpu", "total": "7", "borrowed": "2"}]},
+        {"name": "kubegpu-cpu-memory", "resources": [{"name": "cpu", "total": "8"}]}]}
+    rows = live_rows(queues, [], [])
+    assert {"team": "a", "pool": "ts", "resource": "nvidia.com/gpu", "quota": 5, "used": 7, "borrowed": 2} in rows
+    assert {"team": "a", "pool": "mig", "resource": "nvidia.com/mig-3g.40gb", "quota": 8, "used": 0,
+            "borrowed": 0} in rows
+    assert not [r for r in rows if r["pool"] == "kubegpu-cpu-memory"]
+    # Every quota the plan gives is read back, the shared queue's included, and nothing else.
+    planned = sorted((holder, pool, resource, n) for holder, given in
+                     list(plan["teams"].items()) + [("unassigned", plan["unassigned"])]
+                     for pool, resources in given.items() for resource, n in resources.items() if n)
+    assert sorted((r["team"], r["pool"], r["resource"], r["quota"]) for r in rows) == planned
+
+
+def test_live_rows_from_plain_resource_quotas():
+    """Without Kueue the quotas are per resource name over a team's namespaces: the row names every pool that
+    offers the resource, and a DRA device count is read back as the driver's class."""
+    settings, plan = _plan([{"name": "a", "namespaces": ["a1", "a2"],
+                             "quotas": [{"pool": "ts", "units": 5}, {"pool": "mps", "units": 2},
+                                        {"pool": "dra", "units": 1}]}], kueue=False)
+    quotas = [o for o in desired_objects(settings, plan) if o["kind"] == "ResourceQuota"]
+    quotas[0]["status"] = {"used": {"requests.nvidia.com/gpu": "3", "requests.cpu": "2"}}
+    pools = [{"name": "mps", "allocatable": {"nvidia.com/gpu": 8}}, {"name": "ts", "allocatable": {"nvidia.com/gpu": 48}}]
+    rows = live_rows([], quotas, pools)
+    assert {"team": "a", "pool": "mps, ts", "resource": "nvidia.com/gpu", "quota": 7, "used": 3, "borrowed": 0} in rows
+    assert {"team": "a", "pool": "-", "resource": "gpu.nvidia.com", "quota": 1, "used": 0, "borrowed": 0} in rows
+    assert not [r for r in rows if r["resource"] in ("cpu", "nvidia.com/mig-3g.40gb")]   # not GPU / zero
 
 
 def test_a_dra_node_that_does_not_tell_its_gpus_is_named():
