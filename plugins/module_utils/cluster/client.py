@@ -213,6 +213,12 @@ class Cluster:
             # item back into a dict cost ten times the request on a thousand nodes (a batch's wait lists them
             # every second).
             return res.get(namespace=namespace, serializer=plain_json, **params).get("items") or []
+        except NotFoundError:
+            # Discovery said the kind is served, the server says it is not: its CRD went after kubernetes.core
+            # cached discovery (a file shared by every module run against this server, refreshed only when a kind
+            # is missing from it), e.g. once the uninstall's `helm uninstall kserve-crd` deleted KServe's CRDs. A
+            # list of a served kind never answers 404 (an absent namespace lists empty): none of it exists.
+            return []
         except DynamicApiError as e:
             raise ClusterError(describe_api_error("list {0} {1}".format(api_version, kind), e))
 
