@@ -151,7 +151,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.uninstal
     ORDER,
     helm_namespace_removable,
     plan_stage,
-    rules_of,
+    reads,
     summary,
 )
 
@@ -164,13 +164,10 @@ def _key(obj):
 
 
 def observe(cluster, stage):
-    """Every object of the kinds the stage's rules name, {(api_version, kind): [object]}."""
-    listed = {}
-    for rule in rules_of(stage):
-        for api_version in rule["api_versions"]:
-            if (api_version, rule["kind"]) not in listed:
-                listed[(api_version, rule["kind"])] = cluster.list(api_version, rule["kind"])
-    return listed
+    """Every object of the kinds the stage's rules name, {(api_version, kind): [object]}, each kind in the first of
+    its versions the server serves (plan.reads)."""
+    return dict(((api_version, kind), cluster.list(api_version, kind))
+                for api_version, kind in reads(stage, lambda v, k: cluster.resource(v, k) is not None))
 
 
 class Helm(object):

@@ -213,6 +213,25 @@ def rules_of(stage):
     return [rule for dummy, rules in STEPS[stage] for rule in rules if "helm" not in rule]
 
 
+def reads(stage, served):
+    """The (api_version, kind) pairs the module lists for a stage, in step order: per rule, the first of its
+    api_versions that `served(api_version, kind)` says the server serves, and no other.
+
+    A kind served in several versions (Kueue's v1beta2 and v1beta1, OpenShift AI's v2 and v1) holds the same
+    objects in each, and reading them in a version other than the stored one goes through the CRD's conversion
+    webhook: that fails while the operator is down or once its chart is gone (the API server answers 429 "storage
+    is (re)initializing" for that version), which would stop the uninstall at a list it does not need. A kind
+    served in none of them is not read."""
+    out = []
+    for rule in rules_of(stage):
+        for api_version in rule["api_versions"]:
+            if served(api_version, rule["kind"]):
+                if (api_version, rule["kind"]) not in out:
+                    out.append((api_version, rule["kind"]))
+                break
+    return out
+
+
 def _key(obj):
     meta = obj.get("metadata") or {}
     return object_key(obj.get("kind"), meta.get("name"), meta.get("namespace"))

@@ -21,6 +21,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.uninstal
     our_releases,
     openshift_ai_ours,
     plan_stage,
+    reads,
     rules_of,
     summary,
 )
@@ -294,6 +295,38 @@ def test_every_rule_names_a_known_way_to_tell_ours():
                                    "openshift_ai_namespace"), rule
     with pytest.raises(ValueError, match="unknown stage 'report'"):
         plan_stage("report", {})
+
+
+KUEUE_KINDS = ["LocalQueue", "ClusterQueue", "ResourceFlavor", "WorkloadPriorityClass"]
+
+
+@pytest.mark.parametrize("served_versions, expected", [
+    # Kueue 0.19's chart serves both and stores v1beta2: v1beta1 would go through its conversion webhook, which
+    # fails once Kueue's pods are gone (or have not started): only v1beta2 is read.
+    (("v1beta2", "v1beta1"), "v1beta2"),
+    (("v1beta1",), "v1beta1"),          # an older Kueue
+    ((), None),                         # no Kueue: nothing of its kinds is read
+])
+def test_a_kind_served_in_several_versions_is_read_in_the_first_served_only(served_versions, expected):
+    served = set("kueue.x-k8s.io/" + v for v in served_versions)
+    read = reads("tenancy", lambda api_version, kind: api_version in served or not api_version.startswith("kueue."))
+    kueue = [(v, k) for v, k in read if v.startswith("kueue.")]
+    assert kueue == ([("kueue.x-k8s.io/" + expected, k) for k in KUEUE_KINDS] if expected else []), read
+    assert ("v1", "ResourceQuota") in read and ("scheduling.k8s.io/v1", "PriorityClass") in read
+    # What is read is what the plan takes: a LocalQueue of ours listed in the version read is planned.
+    queue = obj("LocalQueue", "research", "research", labels=OURS)
+    if expected:
+        listed = dict((pair, [queue] if pair[1] == "LocalQueue" else []) for pair in read)
+        assert keys(plan_stage("tenancy", listed))[0][1] == ["LocalQueue/research/research"]
+
+
+def test_every_rule_is_read_once_in_one_version_when_all_are_served():
+    for stage in ORDER:
+        read = reads(stage, lambda api_version, kind: True)
+        assert len(read) == len(set(read))
+        assert set(k for v, k in read) == set(r["kind"] for r in rules_of(stage))
+        for api_version, kind in read:
+            assert any(r["kind"] == kind and r["api_versions"][0] == api_version for r in rules_of(stage))
 
 
 def test_monitoring_takes_nvidias_plugin_out_of_the_console_first_then_deletes_the_plugins_objects():
