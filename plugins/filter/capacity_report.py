@@ -42,7 +42,7 @@ _value:
   description:
     - C(schema), C(generated_at), C(cluster) (platform facts), C(pools) (see the C(capacity) result of
       M(kubegpu.platform.gpu_cluster_info)), C(unplaceable), C(teams) (the C(teams) result of
-      M(kubegpu.platform.gpu_cluster_info): quota, used and borrowed per team, pool and resource),
+      M(kubegpu.platform.gpu_cluster_info), quota, used and borrowed per team, pool and resource),
       C(previous_generated_at) and C(changes) (a list of C(pool), C(field), C(resource), C(before), C(after), the
       teams' quota and use included; null when there was no previous report).
   type: dict

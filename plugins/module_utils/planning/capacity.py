@@ -164,14 +164,17 @@ def capacity_changes(previous, pools):
     return changes
 
 
+def _team_key(row):
+    return row["pool"], row["team"], row["resource"]
+
+
 def team_changes(previous, teams):
     """What changed in the teams' quota and use since the previous report: {pool, field ('team <name> quota' or
     'team <name> used'), resource, before, after}. Nothing when the previous report had no team section."""
     if not previous or previous.get("teams") is None:
         return []
-    key = lambda row: (row["pool"], row["team"], row["resource"])   # noqa: E731
-    before = dict((key(r), r) for r in previous["teams"])
-    after = dict((key(r), r) for r in teams)
+    before = dict((_team_key(r), r) for r in previous["teams"])
+    after = dict((_team_key(r), r) for r in teams)
     changes = []
     for pool, team, resource in sorted(set(before) | set(after)):
         for field in ("quota", "used"):
@@ -218,7 +221,7 @@ def team_summary(document):
     summary = {}
     for row in document.get("teams") or []:
         borrowed = " (borrowed {0})".format(row["borrowed"]) if row["borrowed"] else ""
-        part = "{0} {1} {2}/{3} used{4}".format(row["pool"], row["resource"].split("/", 1)[-1], row["used"],
-                                               row["quota"], borrowed)
+        part = "{0} {1} {2}/{3} used{4}".format(
+            row["pool"], row["resource"].split("/", 1)[-1], row["used"], row["quota"], borrowed)
         summary[row["team"]] = summary[row["team"]] + ", " + part if row["team"] in summary else part
     return summary

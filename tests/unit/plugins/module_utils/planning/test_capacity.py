@@ -222,8 +222,8 @@ def test_teams_quota_use_and_borrowing_in_every_rendering():
 
 def test_team_changes_since_the_previous_report():
     first = json.loads(json.dumps(report_document(pool_capacity(NODES, PODS), "2026-11-30T10:00:00Z", teams=TEAMS)))
-    now = [dict(TEAMS[0], used=3), TEAMS[1], {"team": "ops", "pool": "llm", "resource": MIG1, "quota": 4, "used": 0,
-                                               "borrowed": 0}]
+    ops = {"team": "ops", "pool": "llm", "resource": MIG1, "quota": 4, "used": 0, "borrowed": 0}
+    now = [dict(TEAMS[0], used=3), TEAMS[1], ops]
     changes = report_document(pool_capacity(NODES, PODS), "2026-11-30T11:00:00Z", previous=first, teams=now)["changes"]
     assert changes == [{"pool": "llm", "field": "team ops quota", "resource": MIG1, "before": 0, "after": 4},
                        {"pool": "llm", "field": "team research used", "resource": MIG3, "before": 2, "after": 3}]
