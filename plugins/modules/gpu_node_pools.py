@@ -623,7 +623,7 @@ def run(module):
         # Checked on every call, not only the one that wrote: a wait spread over rounds starts again here.
         target = Target("apps/v1", "DaemonSet", namespace=seen["namespace"],
                         title="GPU Operator operands in " + seen["namespace"])
-        result.update(change_report(changes))
+        result.update(change_report(changes, diff=module._diff))
         outcome = module.wait_for(target, operand_configs({
             DEVICE_PLUGIN_DAEMONSET: ("config", params["device_plugin_configmap"]),
             MIG_MANAGER_DAEMONSET: ("mig-parted-config", params["mig_configmap"])}), result, interval=1.0)
@@ -634,7 +634,7 @@ def run(module):
         try:
             rollout, failure = roll_out(module, seen, plan, busy, changes)
         except RoundOver as over:
-            result.update(change_report(changes))
+            result.update(change_report(changes, diff=module._diff))
             result.update(ready=False, progress=over.progress)
             return result
     whole_run = params["label_nodes"] and not params["limit_nodes"] and params["wait"]
@@ -645,7 +645,7 @@ def run(module):
             if cm["data_final"] != cm["data"]:
                 changes.append(apply_configmap(module.cluster, cm["name"], cm["namespace"], cm["data_final"],
                                                module.check_mode, field_manager=NODE_POOLS_FIELD_MANAGER))
-    result.update(change_report(changes))
+    result.update(change_report(changes, diff=module._diff))
     result["rollout"] = rollout
     if getattr(module, "progress", None):
         result["progress"] = module.progress

@@ -72,7 +72,7 @@ class Rounds(object):
         for key in self.CARRIED:
             if carried.get(key):
                 result[key] = carried[key] + list(result.get(key) or [])
-        if carried.get("changes"):
+        if carried.get("changes") and "diff" in result:  # no diff asked for: none built (apply.change_report)
             result["diff"] = diff_of(result["changes"])
         result["changed"] = bool(result.get("changed")) or self.state["changed"]
         if isinstance(result.get("progress"), dict):

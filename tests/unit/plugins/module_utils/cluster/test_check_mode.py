@@ -71,3 +71,5 @@ def test_change_report_is_the_result_contract():
     assert report["diff"] == {"before": {"Node/a": {"metadata": {"labels": {"x": None}}}},
                               "after": {"Node/a": {"metadata": {"labels": {"x": "1"}}}}}
     assert apply.change_report([]) == {"changed": False, "changes": [], "diff": {"before": {}, "after": {}}}
+    # Without --diff (diff_when_asked) no diff is built: the same changes, no `diff` key.
+    assert apply.change_report(changes, diff=False) == dict((k, v) for k, v in report.items() if k != "diff")
