@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from conftest import REPO, wait_for
-from kubegpu_devcluster import paths, testing
+from kubegpu_devcluster import crds, paths, testing
 from kubegpu_devcluster.simulators.serving import REQUESTS_ANNOTATION
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import resolve_pools
@@ -331,6 +331,28 @@ def kubernetes(serving_cluster, helm_bin):
 
 def test_kubernetes_refusals_write_nothing(kubernetes, helm_bin):
     check_refusals(kubernetes, helm_bin)
+
+
+def test_kubernetes_keda_crds_no_release_owns_are_refused_before_any_write(kubernetes, helm_bin):
+    """KEDA's CRDs left on the cluster without KEDA (an earlier install, applied by hand): Helm would refuse the keda
+    chart half-way, after KServe's charts went in. The preflight says so, names the way out, and writes nothing."""
+    dc = kubernetes
+    crd = yaml.safe_load((paths.crds_dir() / "keda" / "keda.sh_scaledobjects.yaml").read_text())
+    api = dc.admin.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    api.create(body=crd)
+    try:
+        wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
+                             (api.get(name=crd["metadata"]["name"]).to_dict().get("status") or {}).get("conditions", [])),
+                 timeout=60, what="the hand-applied ScaledObject CRD to be served")
+        mark = dc.audit.mark()
+        out, dummy, dummy2 = run(dc, helm_bin)
+        failed = failure(out)
+        assert failed and "no Helm release owns the CRDs" in failed["msg"], failed
+        assert _name_of_failed(out) == PREFLIGHT_TASK
+        assert dc.audit.writes(mark) == []
+    finally:
+        api.delete(name=crd["metadata"]["name"])
+        crds.wait_gone(dc.admin, [crd["metadata"]["name"]])
 
 
 def test_kubernetes_installs_kserve_and_keda_and_converges(kubernetes, helm_bin):

@@ -25,6 +25,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
     DSC_GROUP,
     DSCI_GROUP,
     GROUPS,
+    KEDA_GROUP,
     KSERVE_GROUP,
     RHOAI,
     detect_platform,
@@ -46,6 +47,7 @@ KNATIVE_NAMESPACE = "knative-serving"
 KNATIVE_AUTOSCALER = "autoscaler"
 KEDA_OPERATOR = "keda-operator"
 ISVC_CRD = "inferenceservices.serving.kserve.io"
+SCALEDOBJECT_CRD = "scaledobjects.keda.sh"
 FIELD_MANAGER = SERVING_FIELD_MANAGER
 PLANNING_ERRORS = (ServingError, DraError, PoolError, SizingError, TenancyError)
 
@@ -100,7 +102,7 @@ def platform_facts(cluster, kserve_namespace=KSERVE_NAMESPACE):
     groups = dict((group, cluster.served_versions(group)) for group in GROUPS)
     facts = {"openshift_version": openshift, "groups": groups, "operators": {}, "catalog": {}, "dsc": None,
              "dsci": None, "kserve_config": None, "kserve_controller": False, "knative_serving": False,
-             "keda": False, "keda_controller": False, "kserve_crds": None}
+             "keda": False, "keda_controller": False, "kserve_crds": None, "keda_crds": None}
     if openshift:
         for sub in cluster.list(SUBSCRIPTIONS, "Subscription"):
             package = (sub.get("spec") or {}).get("name")
@@ -121,11 +123,17 @@ def platform_facts(cluster, kserve_namespace=KSERVE_NAMESPACE):
     facts["knative_serving"] = _deployment_named(cluster, KNATIVE_AUTOSCALER, KNATIVE_NAMESPACE)
     facts["keda"] = _deployment_named(cluster, KEDA_OPERATOR)
     if groups.get(KSERVE_GROUP):
-        helm = cluster.list("apiextensions.k8s.io/v1", "CustomResourceDefinition",
-                            label_selector="%s=Helm" % MANAGED_BY_LABEL,
-                            field_selector="metadata.name=%s" % ISVC_CRD)
-        facts["kserve_crds"] = "helm" if helm else "other"
+        facts["kserve_crds"] = _crd_installer(cluster, ISVC_CRD)
+    if groups.get(KEDA_GROUP):
+        facts["keda_crds"] = _crd_installer(cluster, SCALEDOBJECT_CRD)
     return facts
+
+
+def _crd_installer(cluster, name):
+    """"helm" when the served CRD `name` carries Helm's managed-by label, else "other" (one list call)."""
+    helm = cluster.list("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                        label_selector="%s=Helm" % MANAGED_BY_LABEL, field_selector="metadata.name=%s" % name)
+    return "helm" if helm else "other"
 
 
 def plan_serving(cluster, raw_settings, raw_pools, raw_templates, raw_tenancy=None):

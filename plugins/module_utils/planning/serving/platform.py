@@ -29,6 +29,7 @@ Facts (what the access layer observes):
   keda_controller      True when the Custom Metrics Autoscaler's KedaController exists (OpenShift)
   kserve_crds          "helm" when KServe's CRDs were installed by a Helm release, "other" when by something
                        else, None when absent
+  keda_crds            the same for KEDA's CRDs (its ScaledObject CRD)
 """
 
 from __future__ import absolute_import, division, print_function
@@ -37,6 +38,7 @@ __metaclass__ = type
 
 from collections.abc import Mapping
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import MANAGED_BY_LABEL
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.errors import ServingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.spec import (
     AUTO,
@@ -237,6 +239,16 @@ def _kserve(facts, settings, openshift):
     if not installed["kserve"] and not settings.install:
         raise ServingError("KServe is not installed (no inferenceservice-config ConfigMap, no controller) and "
                            "kubegpu_serving.install is false: install KServe, or set install: true")
+    if "keda" in missing and facts.get("keda_crds") == "other":
+        # The keda chart carries its CRDs as templates: Helm refuses to install over objects no release owns
+        # ("invalid ownership metadata"), after KServe's charts went in. Said before anything is written.
+        raise ServingError(
+            "KEDA's CRDs (scaledobjects.keda.sh) are on the cluster but KEDA's operator is not (no keda-operator "
+            "Deployment), and no Helm release owns the CRDs: the keda chart cannot be installed over them. Delete "
+            "the keda.sh CRDs left by an earlier install (kubectl get crd -o name | grep keda.sh), or install KEDA "
+            "yourself, or let Helm adopt them (label {0}=Helm, annotate meta.helm.sh/release-name=keda and "
+            "meta.helm.sh/release-namespace=<kubegpu_serving.keda.namespace>)".format(MANAGED_BY_LABEL),
+            ["remove or adopt the keda.sh CRDs that no Helm release owns"])
     keda = installed["keda"] or "keda" in missing
     warnings = []
     if openshift:

@@ -147,3 +147,13 @@ def test_kubernetes_charts_from_a_charts_directory_or_published():
         ("oci://ghcr.io/kserve/charts/kserve-resources", "v0.20.0"), ("keda", "2.20.2")]
     assert published[1]["repo_url"] == "https://kedacore.github.io/charts"
     assert operators(plan, s) == []
+
+
+def test_keda_crds_no_release_owns_are_refused_before_the_chart_is_installed():
+    # Left by an earlier install or applied by hand: Helm would refuse the keda chart after KServe's went in.
+    with pytest.raises(ServingError) as e:
+        detect_platform(kubernetes(groups={"keda.sh": ["v1alpha1"]}, keda_crds="other"), settings())
+    assert "scaledobjects.keda.sh" in str(e.value) and "meta.helm.sh/release-name=keda" in str(e.value)
+    # KEDA's own chart release (a re-run after its operator went away), or KEDA running: nothing to refuse.
+    assert "keda" in detect_platform(kubernetes(keda_crds="helm"), settings())["missing"]
+    assert detect_platform(kubernetes(keda=True, keda_crds="other"), settings())["missing"] == ["kserve"]
