@@ -31,6 +31,8 @@ from .hardware import gpu as lookup_gpu
 
 DRIVER = ("580", "105", "08")   # driver 580.105.08 -> CUDA 13.0 (reference: cuda.runtime.*)
 MACHINE_API_NS = "openshift-machine-api"
+OPENSHIFT_NAMESPACES = (MACHINE_API_NS, "openshift-marketplace", "openshift-operators", "openshift-config-managed",
+                        "openshift-monitoring")
 FLEET_LABEL = "devcluster.kubegpu.io/node-group"
 
 
@@ -215,7 +217,9 @@ def apply(fleet: Fleet, dyn, server: str, workers: int = 8) -> int:
         list(pool.map(lambda body: nodes_api.create(body=body), objects))
     if fleet.openshift:
         ns_api = dyn.resources.get(api_version="v1", kind="Namespace")
-        for ns in (MACHINE_API_NS, "openshift-marketplace", "openshift-operators"):
+        # The platform's own namespaces the stages write into: every OpenShift cluster has them from its install,
+        # so a stage never creates them there (and an uninstall never takes them away).
+        for ns in OPENSHIFT_NAMESPACES:
             ns_api.server_side_apply(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
                                      field_manager="devcluster-fleet")
         ms_api = dyn.resources.get(api_version="machine.openshift.io/v1beta1", kind="MachineSet")
