@@ -61,6 +61,11 @@ class Devcluster(testing.Devcluster):
 @pytest.fixture(scope="session")
 def devcluster_session():
     state = Path(os.environ.get("KUBEGPU_TEST_CLUSTER_DIR", REPO / ".cache" / "test-cluster"))
+    # Under pytest-xdist each worker is a session of its own: a cluster each (the files that start their own
+    # cluster name its folder themselves, and `--dist loadfile` keeps a file on one worker).
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        state = state.with_name(f"{state.name}-{worker}")
     yield from testing.session(state, Devcluster)
 
 
