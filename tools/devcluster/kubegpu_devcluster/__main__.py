@@ -21,6 +21,8 @@ from .simulators.framework import KNOBS_NAMESPACE, client_for
 DEFAULT_FLEET = paths.DEVCLUSTER_ROOT / "fleets" / "default.yaml"
 # How long `up` and a fleet switch wait for components and nodes: generous, for a loaded 2-core machine.
 READY_TIMEOUT = 180.0
+# Per node of a fleet switch, when more than READY_TIMEOUT (switch_fleet).
+NODE_READY_SECONDS = 0.12
 
 
 def dynamic_client(state: Path, user: str = "admin") -> DynamicClient:
@@ -126,7 +128,10 @@ def switch_fleet(state: Path, fleet_file: Path) -> dict:
         raise SystemExit("devcluster is not running: make cluster-up first")
     t0 = time.monotonic()
     summary = populate(state, fleet_file, record["server"], replace=True)
-    control_plane.wait_nodes_managed(dynamic_client(state), READY_TIMEOUT)
+    # KWOK takes each node's lease and Ready in turn: on a busy 2-core machine 5,000 nodes took over 180 s (twice,
+    # beside an `ansible-test sanity`), so a large fleet gets a proportionally longer wait.
+    wait = max(READY_TIMEOUT, summary["nodes"] * NODE_READY_SECONDS)
+    control_plane.wait_nodes_managed(dynamic_client(state), wait)
     record.update(fleet=str(fleet_file), platform=summary["platform"])
     (state / "state.json").write_text(json.dumps(record, indent=2))
     print(f"fleet {fleet_file.name}: {summary['nodes']} nodes ({summary['platform']}) Ready in "
