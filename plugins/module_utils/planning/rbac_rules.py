@@ -34,6 +34,10 @@ Atom = namedtuple("Atom", "group resource name url verb")
 VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "use", "bind",
               "escalate", "impersonate", ALL)
 
+# What Helm sends for the objects of a release: it reads each before it creates, patches (upgrade), updates (a
+# forced upgrade) or deletes it (an object the new chart version dropped, an uninstall).
+HELM = ("get", "list", "create", "patch", "update", "delete")
+
 # What the API server asks of an account that creates a ClusterRole with an aggregationRule (which can gather any
 # right): every verb on every resource and non-resource URL, or `escalate` (clusterrole policybased storage).
 FULL_AUTHORITY = [{"apiGroups": [ALL], "resources": [ALL], "verbs": [ALL]}, {"nonResourceURLs": [ALL], "verbs": [ALL]}]
