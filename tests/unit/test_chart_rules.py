@@ -121,6 +121,10 @@ def test_roles_bound_but_not_made_get_bind_by_name_and_aggregated_roles_are_name
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["bind"],
          "resourceNames": ["extension-apiserver-authentication-reader"]},
     ]
+    # Its own roles by name too: helm may create a hook's binding before its role, which only bind allows.
+    assert _flat(got["install"], "binds its own roles") == [
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"],
+         "resourceNames": ["demo"]}]
     assert got["aggregated_roles"] == ["demo-aggregate"]
 
 

@@ -8,7 +8,8 @@ choose that changes what the chart makes (a DRA driver with ComputeDomains, on O
   Jobs helm waits for): what `helm install`, `upgrade` and `rollback` send;
 - every rule of every Role and ClusterRole the chart makes, merged: the API server lets an account create a role
   only with rights it holds itself;
-- `bind` of the roles the chart binds but does not make (by name);
+- `bind`, by name, of the roles the chart binds: those it does not make, and its own (helm creates hooks of one
+  weight in name order, so a binding may come before its role, which only `bind` allows);
 - ClusterRoles with an aggregationRule, which the API server lets only an account holding every right (or
   `escalate`) create;
 - for `helm uninstall`: get, list and delete of every kind, and what the chart's delete hooks make.
@@ -106,7 +107,7 @@ HEADER = '''# -*- coding: utf-8 -*-
 
 CHARTS: one entry per chart, in install order: stage, chart, version, release, namespace, the values variants it was
 rendered with; `install` (helm install, upgrade, rollback: its kinds with Helm's verbs, what its roles grant, `bind`
-of the roles it binds without making them), `uninstall` (helm uninstall: get, list, delete of its kinds and what its
+of the roles it binds, by name), `uninstall` (helm uninstall: get, list, delete of its kinds and what its
 delete hooks make), and `aggregated_roles` (ClusterRoles the API server lets only an account holding every right
 create). Each rule says why. planning/access.py decides which of them the automation account gets.
 
@@ -169,9 +170,10 @@ def _roles_made(manifests):
 
 
 def needs(manifests, kinds, chart, namespace):
-    """What an account needs to make `manifests` with Helm: {"objects", "roles", "binds"} (rules each) and
-    "aggregated" (names of the ClusterRoles with an aggregationRule)."""
-    objects, role_rules, binds, aggregated = [], [], set(), []
+    """What an account needs to make `manifests` with Helm: {"objects", "roles", "binds", "binds_own"} (rules each:
+    bind by name of the roles the manifests bind without making them, and of those they make) and "aggregated"
+    (names of the ClusterRoles with an aggregationRule)."""
+    objects, role_rules, binds, own, aggregated = [], [], set(), set(), []
     made = _roles_made(manifests)
     for m in manifests:
         group, resource, _namespaced = resource_of(m, kinds, chart)
@@ -187,11 +189,13 @@ def needs(manifests, kinds, chart, namespace):
         elif m["kind"] in ("RoleBinding", "ClusterRoleBinding"):
             ref = m["roleRef"]
             where = (m["metadata"].get("namespace") or namespace) if ref["kind"] == "Role" else ""
-            if (ref["kind"], where, ref["name"]) not in made:
-                binds.add((ref["kind"], ref["name"]))
+            ((own if (ref["kind"], where, ref["name"]) in made else binds)).add((ref["kind"], ref["name"]))
     objects = merge(objects)
-    return {"objects": objects, "roles": missing(objects, role_rules),
-            "binds": merge(_rule([RBAC], [kinds[(RBAC, kind)][0]], ["bind"], [name]) for kind, name in sorted(binds)),
+
+    def bind(refs):
+        return merge(_rule([RBAC], [kinds[(RBAC, kind)][0]], ["bind"], [name]) for kind, name in sorted(refs))
+
+    return {"objects": objects, "roles": missing(objects, role_rules), "binds": bind(binds), "binds_own": bind(own),
             "aggregated": sorted(set(aggregated))}
 
 
@@ -217,7 +221,12 @@ def chart_rules(chart, manifests, kinds, namespace):
          [r for r in made["roles"] if not _wide(r)]),
         ("held to create chart %s's roles; wide: the chart's role grants it on every resource" % chart,
          [r for r in made["roles"] if _wide(r)]),
-        ("chart %s binds these roles without creating them" % chart, made["binds"]))
+        ("chart %s binds these roles without creating them" % chart, made["binds"]),
+        # Holding a role's rights lets an account bind it, but only once the role exists: helm creates hooks of one
+        # weight in name order (gpu-operator's ...-hook-binding before ...-hook-role), which only bind allows. The
+        # account holds these roles' rights anyway, so binding them by name adds none.
+        ("chart %s binds its own roles, at times before helm creates them (hooks go in name order)" % chart,
+         made["binds_own"]))
     gone = merge(_rule([resource_of(m, kinds, chart)[0]], [resource_of(m, kinds, chart)[1]], UNINSTALL)
                  for m in manifests)
     pairs = [("what helm uninstall deletes of chart %s" % chart, gone)]
@@ -228,7 +237,9 @@ def chart_rules(chart, manifests, kinds, namespace):
                    missing(gone, hook["objects"])),
                   ("held to create the roles of chart %s's delete hooks" % chart,
                    missing(gone + hook["objects"], hook["roles"])),
-                  ("chart %s's delete hooks bind these roles without creating them" % chart, hook["binds"])]
+                  ("chart %s's delete hooks bind these roles without creating them" % chart, hook["binds"]),
+                  ("chart %s's delete hooks bind their own roles, at times before creating them" % chart,
+                   hook["binds_own"])]
     return {"kinds": {k: sorted(v) for k, v in scoped.items()}, "install": install, "uninstall": _reasons(*pairs),
             "aggregated_roles": made["aggregated"]}
 

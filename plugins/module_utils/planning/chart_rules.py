@@ -7,7 +7,7 @@
 
 CHARTS: one entry per chart, in install order: stage, chart, version, release, namespace, the values variants it was
 rendered with; `install` (helm install, upgrade, rollback: its kinds with Helm's verbs, what its roles grant, `bind`
-of the roles it binds without making them), `uninstall` (helm uninstall: get, list, delete of its kinds and what its
+of the roles it binds, by name), `uninstall` (helm uninstall: get, list, delete of its kinds and what its
 delete hooks make), and `aggregated_roles` (ClusterRoles the API server lets only an account holding every right
 create). Each rule says why. planning/access.py decides which of them the automation account gets.
 
@@ -168,6 +168,29 @@ CHARTS = [
                     {"apiGroups": ["topology.node.k8s.io"], "resources": ["noderesourcetopologies"], "verbs": ["list", "delete"]},
                 ],
             },
+            {
+                "why": "chart gpu-operator binds its own roles, at times before helm creates them (hooks go in name order)",
+                "rules": [
+                    {
+                        "apiGroups": ["rbac.authorization.k8s.io"],
+                        "resources": ["clusterroles"],
+                        "verbs": ["bind"],
+                        "resourceNames": [
+                            "gpu-operator",
+                            "gpu-operator-node-feature-discovery",
+                            "gpu-operator-node-feature-discovery-gc",
+                            "gpu-operator-node-feature-discovery-prune",
+                            "gpu-operator-upgrade-crd-hook-role",
+                        ],
+                    },
+                    {
+                        "apiGroups": ["rbac.authorization.k8s.io"],
+                        "resources": ["roles"],
+                        "verbs": ["bind"],
+                        "resourceNames": ["gpu-operator", "gpu-operator-node-feature-discovery-worker"],
+                    },
+                ],
+            },
         ],
         "uninstall": [
             {
@@ -200,6 +223,17 @@ CHARTS = [
             {
                 "why": "held to create the roles of chart gpu-operator's delete hooks",
                 "rules": [{"apiGroups": [""], "resources": ["nodes", "nodes/status"], "verbs": ["get", "list", "update", "patch"]}],
+            },
+            {
+                "why": "chart gpu-operator's delete hooks bind their own roles, at times before creating them",
+                "rules": [
+                    {
+                        "apiGroups": ["rbac.authorization.k8s.io"],
+                        "resources": ["clusterroles"],
+                        "verbs": ["bind"],
+                        "resourceNames": ["gpu-operator-node-feature-discovery-prune"],
+                    },
+                ],
             },
         ],
         "aggregated_roles": [],
@@ -301,6 +335,27 @@ CHARTS = [
                         "resources": ["clusterroles"],
                         "verbs": ["bind"],
                         "resourceNames": ["system:openshift:scc:anyuid", "system:openshift:scc:privileged"],
+                    },
+                ],
+            },
+            {
+                "why": "chart dra-driver-nvidia-gpu binds its own roles, at times before helm creates them (hooks go in name order)",
+                "rules": [
+                    {
+                        "apiGroups": ["rbac.authorization.k8s.io"],
+                        "resources": ["clusterroles"],
+                        "verbs": ["bind"],
+                        "resourceNames": [
+                            "compute-domain-daemon-role",
+                            "dra-driver-nvidia-gpu-clusterrole-controller",
+                            "dra-driver-nvidia-gpu-clusterrole-kubeletplugin",
+                        ],
+                    },
+                    {
+                        "apiGroups": ["rbac.authorization.k8s.io"],
+                        "resources": ["roles"],
+                        "verbs": ["bind"],
+                        "resourceNames": ["dra-driver-nvidia-gpu-role-controller", "dra-driver-nvidia-gpu-role-kubeletplugin"],
                     },
                 ],
             },
@@ -515,6 +570,23 @@ CHARTS = [
                     },
                 ],
             },
+            {
+                "why": "chart kserve-resources binds its own roles, at times before helm creates them (hooks go in name order)",
+                "rules": [
+                    {
+                        "apiGroups": ["rbac.authorization.k8s.io"],
+                        "resources": ["clusterroles"],
+                        "verbs": ["bind"],
+                        "resourceNames": ["kserve-manager-role", "kserve-proxy-role"],
+                    },
+                    {
+                        "apiGroups": ["rbac.authorization.k8s.io"],
+                        "resources": ["roles"],
+                        "verbs": ["bind"],
+                        "resourceNames": ["kserve-leader-election-role"],
+                    },
+                ],
+            },
         ],
         "uninstall": [
             {
@@ -673,6 +745,28 @@ CHARTS = [
                         "resources": ["roles"],
                         "verbs": ["bind"],
                         "resourceNames": ["extension-apiserver-authentication-reader"],
+                    },
+                ],
+            },
+            {
+                "why": "chart keda binds its own roles, at times before helm creates them (hooks go in name order)",
+                "rules": [
+                    {
+                        "apiGroups": ["rbac.authorization.k8s.io"],
+                        "resources": ["clusterroles"],
+                        "verbs": ["bind"],
+                        "resourceNames": [
+                            "keda-operator",
+                            "keda-operator-external-metrics-reader",
+                            "keda-operator-minimal-cluster-role",
+                            "keda-operator-webhook",
+                        ],
+                    },
+                    {
+                        "apiGroups": ["rbac.authorization.k8s.io"],
+                        "resources": ["roles"],
+                        "verbs": ["bind"],
+                        "resourceNames": ["keda-operator-certs"],
                     },
                 ],
             },
@@ -938,6 +1032,23 @@ CHARTS = [
                         "resources": ["roles"],
                         "verbs": ["bind"],
                         "resourceNames": ["extension-apiserver-authentication-reader"],
+                    },
+                ],
+            },
+            {
+                "why": "chart kueue binds its own roles, at times before helm creates them (hooks go in name order)",
+                "rules": [
+                    {
+                        "apiGroups": ["rbac.authorization.k8s.io"],
+                        "resources": ["clusterroles"],
+                        "verbs": ["bind"],
+                        "resourceNames": ["kueue-manager-role", "kueue-metrics-auth-role"],
+                    },
+                    {
+                        "apiGroups": ["rbac.authorization.k8s.io"],
+                        "resources": ["roles"],
+                        "verbs": ["bind"],
+                        "resourceNames": ["kueue-leader-election-role", "kueue-manager-clusterprofiles-role", "kueue-manager-secrets-role"],
                     },
                 ],
             },
