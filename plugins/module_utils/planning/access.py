@@ -102,9 +102,10 @@ _OWN_RULES = {
              "the claim templates and their DeviceClasses"),
         rule(["resource.k8s.io"], ["resourceclaims"], PRUNE,
              "shared claims (claim: shared) and the labels of the claims made from our templates"),
+        # The NVIDIA DRA driver chart: its release records here, its objects and roles in chart_rules.
+        rule([""], ["secrets"], HELM, "Helm release records of the DRA driver chart"),
         # On OpenShift the stage grants the driver's service accounts the privileged SCC (planning/dra/scc.py): a
-        # ClusterRole with `use` of it, which the account must hold to create, and its binding. (The driver chart's
-        # own objects and roles: chart_rules.)
+        # ClusterRole with `use` of it, which the account must hold to create, and its binding.
         rule([RBAC_GROUP], ["clusterroles", "clusterrolebindings"], WRITE,
              "the driver's privileged SCC grant: a ClusterRole and its binding (OpenShift)"),
         rule(["security.openshift.io"], ["securitycontextconstraints"], ("use",),
