@@ -109,8 +109,8 @@ def accounts(cluster, tmp_path_factory):
         "automation_access_role_name": _account("tenancy"), "automation_access_stages": ["tenancy"]}))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     print(f"\nautomation_access for the tenancy stage: {time.monotonic() - t0:.1f} s")
-    secret = dc.admin.resources.get(api_version="v1", kind="Secret").get(name=f"{_account('tenancy')}-token",
-                                                                       namespace=NAMESPACE)
+    secrets = dc.admin.resources.get(api_version="v1", kind="Secret")
+    secret = secrets.get(name=f"{_account('tenancy')}-token", namespace=NAMESPACE)
     tokens = {"tenancy": base64.b64decode(secret.data["token"]).decode()}
     tokens.update((stage, _account_with(dc, _account(stage), access.cluster_role_rules([stage])))
                   for stage in STAGES if stage != "tenancy")

@@ -197,7 +197,6 @@ _OWN_RULES = {
 }
 
 
-
 def _admin_installs():
     """{chart: why} of the charts only an account able to grant itself any right could install."""
     out = {}
