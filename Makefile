@@ -70,13 +70,17 @@ build: collection
 	$(BIN)/ansible-galaxy collection build --output-path .cache/build --force
 	tools/check-build.sh .cache/build/kubegpu-platform-*.tar.gz
 
-docs: collection
+docs: collection binaries
 	@for m in $$(ls plugins/modules/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
 	  $(BIN)/ansible-doc -t module kubegpu.platform.$$m > /dev/null && echo "ansible-doc kubegpu.platform.$$m: ok"; done
 	@for f in $$(ls plugins/filter/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
 	  $(BIN)/ansible-doc -t filter kubegpu.platform.$$f > /dev/null && echo "ansible-doc filter kubegpu.platform.$$f: ok"; done
 	@for l in $$(ls plugins/lookup/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
 	  $(BIN)/ansible-doc -t lookup kubegpu.platform.$$l > /dev/null && echo "ansible-doc lookup kubegpu.platform.$$l: ok"; done
+	# Generated files: the job templates and docs/awx.md's rule tables, and the charts' RBAC rules, which are
+	# rendered again from the charts with helm (make binaries; the charts beside the repository or KUBEGPU_CHARTS_DIR).
+	$(BIN)/python tools/awx/job_templates.py --check
+	$(BIN)/python tools/awx/chart_rules.py --check
 
 # The collection against the local cluster, after the local cluster's and the simulators' own tests (each suite
 # starts a cluster of its own).

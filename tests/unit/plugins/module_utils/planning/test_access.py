@@ -14,6 +14,8 @@ import tokenize
 import pytest
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning import access
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.chart_rules import CHARTS
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rbac_rules import covers, self_granting
 
 PLUGINS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", "plugins")
 API_VERSION = re.compile(r"^(?:(?P<group>[a-z0-9.-]+)/)?v\d+(?:(?:alpha|beta)\d+)?$")
@@ -97,10 +99,10 @@ def test_every_kind_the_code_names_is_granted_to_some_stage():
 
 
 def test_every_rule_says_why_and_uses_real_verbs():
-    verbs = {"get", "list", "watch", "create", "patch", "update", "delete", "bind", "use"}
+    verbs = {"get", "list", "watch", "create", "patch", "update", "delete", "deletecollection", "bind", "use"}
     for stage, rules in access.STAGE_RULES.items():
         for r in rules:
-            assert r["why"] and r["apiGroups"] and r["resources"], (stage, r)
+            assert r["why"] and ((r["apiGroups"] and r["resources"]) or r.get("nonResourceURLs")), (stage, r)
             assert set(r["verbs"]) <= verbs, (stage, r)
 
 
@@ -146,3 +148,42 @@ USER = "system:serviceaccount:kubegpu-automation:kubegpu-automation"
 ])
 def test_forbidden_messages_name_verb_resource_namespace_and_rule(message, expected):
     assert access.forbidden_message(message) == expected
+
+
+def _chart(name):
+    return next(c for c in CHARTS if c["chart"] == name)
+
+
+def _rules(reasons):
+    return [r for reason in reasons for r in reason["rules"]]
+
+
+def test_no_stage_grants_a_right_to_grant_itself_any_other():
+    # escalate, bind of any role, impersonate, any ServiceAccount's token, `*` on everything: none, by default.
+    assert self_granting(access.cluster_role_rules(access.stages_known())) == []
+
+
+def test_each_stage_holds_what_its_charts_need_but_kueue_is_left_to_an_administrator():
+    assert set(access.ADMIN_INSTALLS) == {"kueue"}
+    assert "kueue-batch-admin-role" in access.ADMIN_INSTALLS["kueue"]
+    for chart in CHARTS:
+        stage = access.rules_for([chart["stage"]])
+        assert covers(access.rules_for(["uninstall"]), _rules(chart["uninstall"])), chart["chart"]
+        assert covers(stage, _rules(chart["install"])) is (chart["chart"] not in access.ADMIN_INSTALLS), chart["chart"]
+
+
+def test_rules_held_only_to_create_a_charts_roles_say_so():
+    whys = [r["why"] for r in access.STAGE_RULES["serving"]]
+    assert "held to create chart keda's roles; wide: the chart's role grants it on every resource" in whys
+    wide = [r for r in access.STAGE_RULES["serving"] if "*" in r.get("apiGroups", [])]
+    assert wide and all("wide" in r["why"] for r in wide)
+
+
+def test_dra_keeps_its_openshift_scc_grant_and_binds_only_the_scc_roles_its_chart_binds():
+    dra = access.STAGE_RULES["dra"]
+    assert any(r["resources"] == ["securitycontextconstraints"] and r["verbs"] == ["use"]
+               and r["resourceNames"] == ["privileged"] for r in dra)
+    bind = [r for r in dra if r["verbs"] == ["bind"] and r["resources"] == ["clusterroles"]]
+    names = {n for r in bind for n in r["resourceNames"]}
+    assert {"system:openshift:scc:privileged", "system:openshift:scc:anyuid"} <= names
+    assert all(r.get("resourceNames") for r in bind)
