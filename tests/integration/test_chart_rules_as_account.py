@@ -143,11 +143,19 @@ def _install_args(release, *extra):
             "--create-namespace", "--timeout", HELM_TIMEOUT, *extra]
 
 
+def _uninstall_args(release):
+    """helm uninstall as the uninstall stage runs it, but for --wait: the deletes and the delete hooks (which helm
+    waits for all the same) are what the rules must allow. A CRD the chart deletes can keep the API server's CRD
+    finalizer waiting for its informer's resync (minutes) after one transient "storage is (re)initializing" error:
+    its retry meets a conflict with its own status write and leaves the requeue to an update event it then ignores
+    (apiextensions-apiserver 0.34, crd_finalizer.go), which --wait would wait out."""
+    return ["uninstall", release["release"], "--namespace", release["namespace"], "--timeout", HELM_TIMEOUT]
+
+
 # An upgrade that changes every object, as a new chart version does: helm patches each one (roles included, which
 # the API server checks again). A post-renderer adds an annotation. Not to CRDs: a CRD changed re-initialises its
-# storage, and one deleted moments later (the uninstall) can leave the API server's CRD finalizer backing off for
-# minutes ("storage is (re)initializing"). `--force` would replace every object instead, and race the CRD
-# controller's status writes (a conflict, not a refusal).
+# storage, which the uninstall right after need not meet (_uninstall_args). `--force` would replace every object
+# instead, and race the CRD controller's status writes (a conflict, not a refusal).
 POST_RENDERER = """#!%s
 import sys
 import yaml
@@ -197,8 +205,7 @@ def test_each_stage_account_installs_upgrades_and_the_uninstall_account_removes_
         {(r["release"], "2", "deployed") for r in installed}
     for release in reversed(installed):
         t0 = time.monotonic()
-        proc = _helm(helm, accounts["uninstall"]["kubeconfig"], "uninstall", release["release"], "--namespace",
-                     release["namespace"], "--wait", "--timeout", HELM_TIMEOUT, tmp=tmp_path)
+        proc = _helm(helm, accounts["uninstall"]["kubeconfig"], *_uninstall_args(release), tmp=tmp_path)
         assert proc.returncode == 0, f"uninstall {release['chart']} as {_user('uninstall')}: {proc.stderr}"
         timings[release["chart"]].append(time.monotonic() - t0)
     assert json.loads(_helm(helm, accounts["uninstall"]["kubeconfig"], "list", "-A", "-o", "json",
@@ -254,7 +261,6 @@ def test_kueue_needs_every_right_or_escalate_and_is_installed_once_by_an_adminis
     assert plan["kueue_served"] is True and plan["charts"] == []
     assert task_result(out, "Install Kueue's chart")["skipped"] is True
     # The uninstall account takes Kueue away again, its aggregated roles too (deleting needs no escalation).
-    proc = _helm(helm, accounts["uninstall"]["kubeconfig"], "uninstall", kueue["release"], "--namespace",
-                 kueue["namespace"], "--wait", "--timeout", HELM_TIMEOUT, tmp=tmp_path)
+    proc = _helm(helm, accounts["uninstall"]["kubeconfig"], *_uninstall_args(kueue), tmp=tmp_path)
     assert proc.returncode == 0, proc.stderr
     print(f"\nKueue by the administrator, tenancy as the account, uninstall: {time.monotonic() - t0:.1f} s")
