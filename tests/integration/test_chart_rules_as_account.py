@@ -187,7 +187,7 @@ def test_each_stage_account_installs_upgrades_and_the_uninstall_account_removes_
     releases = chart_rules.releases(CHARTS)
     assert [r["chart"] for r in releases] == ["gpu-operator", "dra-driver-nvidia-gpu", "kserve-crd",
                                               "kserve-resources", "keda", "kueue"]
-    assert set(access.ADMIN_INSTALLS) == {"kueue"}
+    assert set(access.ADMIN_INSTALLS) == {"kueue", "keda"}
     timings = {}
     installed = [r for r in releases if r["chart"] not in access.ADMIN_INSTALLS]
     for release in installed:
