@@ -12,7 +12,8 @@ The rules of the Helm charts the stages install come from the charts themselves 
 tools/awx/chart_rules.py): what Helm writes, what the charts' roles grant (the API server lets an account create a
 role only with rights it holds) and the roles they bind. A chart that only an account able to grant itself any right
 could install (ADMIN_INSTALLS: a ClusterRole that aggregates others), or whose roles read every object of the
-cluster, gets no install rules: an administrator installs it once, and the stage finds it installed. The uninstall stage gets what `helm uninstall` needs for every chart.
+cluster, gets no install rules: an administrator installs it once, and the stage finds it installed. The uninstall
+stage gets what `helm uninstall` needs for every chart.
 
 Pure: no network, no Ansible.
 """
