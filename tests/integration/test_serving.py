@@ -341,8 +341,10 @@ def test_kubernetes_keda_crds_no_release_owns_are_refused_before_any_write(kuber
     api = dc.admin.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     api.create(body=crd)
     try:
+        # Right after the create the API server may answer a status whose conditions are still null.
         wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
-                             (api.get(name=crd["metadata"]["name"]).to_dict().get("status") or {}).get("conditions", [])),
+                             ((api.get(name=crd["metadata"]["name"]).to_dict().get("status") or {}).get("conditions")
+                              or [])),
                  timeout=60, what="the hand-applied ScaledObject CRD to be served")
         mark = dc.audit.mark()
         out, dummy, dummy2 = run(dc, helm_bin)
