@@ -25,7 +25,11 @@ import re
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.chart_rules import CHARTS
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.scc import NAME as SCC_GRANT
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rbac_rules import HELM, self_granting
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rbac_rules import (
+    HELM,
+    reads_everything,
+    self_granting,
+)
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 READ = ("get", "list")
@@ -216,12 +220,6 @@ def _admin_installs():
             out[chart["chart"]] = ("its roles read every object of every kind (get on * in every API group): held to "
                                    "create them, that would let the automation account read the whole cluster")
     return out
-
-
-def reads_everything(rules):
-    """The rules among `rules` that grant get on every resource of every API group; [] when none does."""
-    return [r for r in rules if "*" in r.get("apiGroups", []) and "*" in r.get("resources", [])
-            and ("get" in r.get("verbs", []) or "*" in r.get("verbs", []))]
 
 
 # Charts an administrator installs once (docs/awx.md); the stage then finds them installed and skips the install.

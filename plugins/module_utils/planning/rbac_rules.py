@@ -187,3 +187,12 @@ def self_granting(rules):
     """The rules among `rules` that would let their holder grant itself any right (escalate or bind any role,
     impersonate, mint any ServiceAccount's token; `*` on everything does all of these); [] when none does."""
     return [r for r in rules if any(rule_covers(r, a) for a in _SELF_GRANTING)]
+
+
+# get on every resource of every API group: a holder reads every object of the cluster (Secrets included).
+_READS_EVERYTHING = Atom(ALL, ALL, "", "", "get")
+
+
+def reads_everything(rules):
+    """The rules among `rules` that grant get on every resource of every API group; [] when none does."""
+    return [r for r in rules if rule_covers(r, _READS_EVERYTHING)]
