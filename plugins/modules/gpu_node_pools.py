@@ -16,7 +16,8 @@ description:
     ConfigMap and the device-plugin ConfigMap (one key per pool, keeping entries it does not own), points the
     ClusterPolicy at them, labels the nodes and the MachineSet templates, and rolls the change out in batches of
     C(max_unavailable) nodes per pool, waiting for C(nvidia.com/mig.config.state=success) and for each node's
-    allocatable to match the plan.
+    allocatable to match the plan. A node's device plugin config follows its own MIG success, not the batch's
+    slowest node's.
   - Plans every object it writes before the first write (returned in RV(plan), key C(objects), and per-node steps), and
     refuses, before anything is written, overlapping pools, layouts that do not fit, unknown MachineSets, GPU pods
     in the way and a node whose MIG change failed on the config wanted again. A pool that selects no node writes
@@ -166,7 +167,10 @@ options:
     type: list
     elements: str
   wait:
-    description: Wait for every changed node to finish (MIG state success and allocatable as planned).
+    description:
+      - Wait for every changed node to finish (MIG state success and allocatable as planned).
+      - V(false) sends a node's MIG and device plugin labels in one patch (nothing would come between them) and
+        returns once they are written.
     type: bool
     default: true
   timeout:
@@ -178,7 +182,7 @@ options:
     description:
       - Writes sent at once - the label patches (and drains, uncordons) of the nodes of one batch, the ConfigMaps, the
         MachineSet templates. Each keeps its retries; what must come in order (ConfigMaps, then the device plugin
-        restart, then the ClusterPolicy; a batch's MIG step before its device plugin step) stays in order.
+        restart, then the ClusterPolicy; a node's MIG step before its device plugin step) stays in order.
       - V(1) sends one at a time. More than the API server's fairness settings admit only queues (HTTP 429, retried).
     type: int
     default: 10
@@ -289,6 +293,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.parallel 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import FAILED as WAIT_FAILED
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import (
     READY,
+    WAITING,
     RoundOver,
     Target,
     WaitTimeout,
@@ -320,6 +325,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_wri
     machineset_writes,
     plan_writes,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import FAILED as NODE_FAILED
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import DONE, node_progress
 
 MACHINESET_API = "machine.openshift.io/v1beta1"
 NOTHING_WRITTEN = " Nothing was written."
@@ -451,12 +458,15 @@ def not_started(steps):
 
 
 def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
-    """Change one batch in two steps, each waited for: the MIG geometry, then the device plugin config.
+    """Change one batch in two steps per node, each waited for: its MIG geometry, then its device plugin config.
 
-    Switching the device plugin's config (and with it the MIG strategy) only once the geometry is in place
-    keeps a node whose MIG change fails on its old, consistent configuration instead of advertising an
-    invalid one (gpu-operator#460). Every node of the batch is waited for, even after one failed, and every
-    node the batch cordoned (or an earlier run's drain left cordoned) is uncordoned before it returns.
+    A node's device plugin config (and with it the MIG strategy) switches only once its own geometry is in place:
+    a node whose MIG change fails keeps its old, consistent configuration instead of advertising an invalid one
+    (gpu-operator#460). Each node takes its second step as soon as a poll shows its MIG state success, not after
+    the batch's slowest node: a batch lasts as long as its slowest node's reconfiguration and re-registration, not
+    the slowest reconfiguration and then the slowest re-registration. Without a wait (wait: false) nothing comes
+    between the two steps, so they are one patch. Every node of the batch is waited for, even after one failed,
+    and every node the batch cordoned (or an earlier run's drain left cordoned) is uncordoned before it returns.
     Returns a failure message or None.
     """
     params, check = module.params, module.check_mode
@@ -466,6 +476,7 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
     title = "pool '{0}': batch {1}/{2} ({3})".format(name, step["batch"], step["batches"], ", ".join(batch)) \
         if not params["limit_nodes"] else "pool '{0}' ({1})".format(name, ", ".join(batch))
     waiting = params["wait"] and not check
+    one_patch = not params["wait"]
     cordoned = [n for n in batch if node_changes[n]["uncordon"]]
     failure = None
 
@@ -474,26 +485,49 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
         if node in busy and not check:
             cordoned.append(node)
             drain_node(module.cluster, node, busy[node], params["timeout"], **module.wait_policy())
-        return patch_node(module, node, change["mig_step"], change["annotations"], current[node])
+        labels = dict(change["mig_step"], **change["device_plugin_step"]) if one_patch else change["mig_step"]
+        return patch_node(module, node, labels, change["annotations"], current[node])
 
     def device_plugin_step(node):
         change = node_changes[node]
         notes = {} if change["mig_step"] else change["annotations"]
         return patch_node(module, node, change["device_plugin_step"], notes, current[node])
 
+    # The nodes whose device plugin step waits for their MIG state success.
+    held = set(n for n in batch if node_changes[n]["wait_mig"]) if waiting else set()
+
+    def advance(observed, items):
+        """Between polls: the device plugin step of each held node whose MIG geometry is now in place."""
+        by_name = dict((n["metadata"]["name"], n) for n in observed or [])
+        due = []
+        for node in sorted(held):
+            if node not in by_name:
+                continue  # judged gone (failed) already
+            state, detail = node_progress(by_name[node], {"mig_change": True})
+            if state == DONE:
+                due.append(node)
+            else:
+                items[node] = (WAIT_FAILED if state == NODE_FAILED else WAITING, detail)
+        if due:
+            side_by_side(module, changes, [(lambda n=n: device_plugin_step(n)) for n in due])
+            held.difference_update(due)
+            for node in due:
+                # Judged from a read before its device plugin step: the verdict waits for the next poll.
+                items[node] = (WAITING, "device plugin config set")
+        return items
+
     try:
         # The nodes of a batch are independent: their patches (and drains) go side by side.
-        side_by_side(module, changes, [(lambda n=n: mig_step(n)) for n in batch if node_changes[n]["mig_step"]])
-        mig_waits = [n for n in batch if node_changes[n]["wait_mig"]]
-        if mig_waits and waiting:
-            failure = wait_batch(module, title, dict((n, {"mig_change": True}) for n in mig_waits), None, rollout,
-                                 name)
-        if failure is None:
-            side_by_side(module, changes, [(lambda n=n: device_plugin_step(n)) for n in batch])
-            if waiting:
-                selector = None if name == RELEASED else "{0}={1}".format(POOL_LABEL, name)
-                failure = wait_batch(module, title, dict((n, node_changes[n]) for n in batch), selector, rollout,
-                                     name)
+        side_by_side(module, changes, [(lambda n=n: mig_step(n)) for n in batch
+                                       if node_changes[n]["mig_step"] or one_patch])
+        if not one_patch:
+            side_by_side(module, changes, [(lambda n=n: device_plugin_step(n)) for n in batch if n not in held])
+        if waiting:
+            # Listed by pool label once every node of the batch carries it (a MIG node gets it with its first step).
+            labelled = name != RELEASED and all(current[n]["labels"].get(POOL_LABEL) == name for n in batch)
+            failure = wait_batch(module, title, dict((n, node_changes[n]) for n in batch),
+                                 "{0}={1}".format(POOL_LABEL, name) if labelled else None, rollout, name,
+                                 on_poll=advance)
     except ClusterError as err:
         failure = "{0}: {1}".format(title, err)
     except RoundOver:
@@ -509,14 +543,14 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
     return failure
 
 
-def wait_batch(module, title, expectations, selector, rollout, pool):
+def wait_batch(module, title, expectations, selector, rollout, pool, on_poll=None):
     """Wait for the nodes (the one waiter, one Node list per poll); record their states in rollout.
 
     Returns a failure message or None; raises RoundOver when this call's round ran out first."""
     target = Target("v1", "Node", label_selector=selector, names=sorted(expectations), title=title)
     try:
         outcome = wait_for(module.cluster, target, node_changes(expectations), module.params["timeout"], interval=1.0,
-                           raise_on_failure=False, **module.wait_policy())
+                           raise_on_failure=False, on_poll=on_poll, **module.wait_policy())
     except WaitTimeout as err:
         return str(err)
     module.progress = outcome.progress

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 
 import pytest
 
-from conftest import gpu_allocatable, kill_playbook, node_labels, wait_for
+from conftest import REPO, gpu_allocatable, kill_playbook, node_labels, wait_for
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DEVICE_PLUGIN_CONFIG_ANNOTATION
 from test_gpu_node_pools import EXPECTED, POOLS, install_operator
 
@@ -244,6 +245,65 @@ def test_drain_then_failure_leaves_no_node_cordoned(operator):
     assert not [n.metadata.name for n in nodes.get().items if n.spec.unschedulable]
     dc.clear_knobs()
     _converge(dc)
+
+
+# ---------------------------------------------------------------------------------------------
+# Within a batch, each node's two steps follow its own hardware
+# ---------------------------------------------------------------------------------------------
+
+def test_each_node_takes_its_device_plugin_step_once_its_own_mig_is_done(operator):
+    """Two MIG nodes in one batch, one of them slow: the other's device plugin config follows its own MIG success
+    and its allocatable is in place while the slow one is still pending, on its old device plugin config."""
+    dc = operator
+    _converge(dc, SINGLE)
+    key = _mixed_key(dc)
+    one_batch = [dict(POOLS[0], max_unavailable=2)] + POOLS[1:]
+    dc.knobs({"mig-manager.hang_nodes": "gpu-h100-001"})
+    proc = subprocess.Popen(["ansible-playbook", PLAYBOOK, *_vars(one_batch)], cwd=REPO, env=dc.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_for(lambda: gpu_allocatable(dc)["gpu-h100-000"] == EXPECTED["gpu-h100-000"], timeout=90, interval=0.2,
+                 what="gpu-h100-000 in place while gpu-h100-001 hangs")
+        fast, slow = node_labels(dc, "gpu-h100-000"), node_labels(dc, "gpu-h100-001")
+        assert fast["nvidia.com/device-plugin.config"] == key
+        assert slow["nvidia.com/mig.config.state"] == "pending"
+        assert slow["nvidia.com/device-plugin.config"] != key, "the slow node's device plugin step came too early"
+        assert proc.poll() is None, "the batch ended with a node still pending"
+    except BaseException:
+        kill_playbook(proc)
+        raise
+    finally:
+        dc.clear_knobs()
+    stdout, stderr = proc.communicate(timeout=120)
+    out = json.loads(stdout)
+    assert out["stats"]["localhost"]["failures"] == 0, _failure(out)
+    batches = [name for name, dummy in _results(out) if "Roll out pool llm-h100" in name]
+    assert len(batches) == 1 and "gpu-h100-000, gpu-h100-001" in batches[0], batches
+    for node in ("gpu-h100-000", "gpu-h100-001"):
+        assert gpu_allocatable(dc)[node] == EXPECTED[node], node
+        assert node_labels(dc, node)["nvidia.com/device-plugin.config"] == key
+
+
+def test_without_a_wait_each_node_is_one_patch(operator):
+    """wait: false - nothing comes between a node's MIG and device plugin steps, so they are one patch a node; the
+    hardware then catches up on its own and the next run waits for it and writes nothing more to the nodes."""
+    dc = operator
+    _converge(dc, SINGLE)
+    key = _mixed_key(dc)
+    mark = dc.audit.mark()
+    result = dc.module("gpu_node_pools", {"pools": POOLS, "wait": False})
+    assert not result.get("failed"), result.get("msg")
+    writes = dc.audit.writes(mark)
+    for node in ("gpu-h100-000", "gpu-h100-001"):
+        patches = _node_writes(writes, node)
+        assert len(patches) == 1, [str(e) for e in patches]
+        labels = node_labels(dc, node)
+        assert labels["nvidia.com/device-plugin.config"] == key
+    mark = dc.audit.mark()
+    out = _converge(dc)
+    assert not [e for e in dc.audit.writes(mark) if e.resource == "nodes"]
+    for node in ("gpu-h100-000", "gpu-h100-001"):
+        assert gpu_allocatable(dc)[node] == EXPECTED[node], node
 
 
 # ---------------------------------------------------------------------------------------------

@@ -423,7 +423,7 @@ class _Round(object):
 
 
 def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, started=None, raise_on_failure=True,
-             clock=time.time, sleep=time.sleep, memory=None):
+             clock=time.time, sleep=time.sleep, memory=None, on_poll=None):
     """Poll `target` until `predicate` finds every item ready (one read per poll).
 
     timeout: seconds the whole wait may take, counted from `started` (epoch seconds; now when None).
@@ -433,6 +433,9 @@ def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, sta
     raise_on_failure is False: then the Outcome is ready once nothing is waiting, and lists `failed`.
     memory: a dict kept from round to round of one wait (KubegpuModule keeps it): an item still as an earlier
     round saw it keeps the time it got there, so "pending 40 s" and the timeout's "for how long" span the rounds.
+    on_poll(observed, items) -> items: called after each judgement, before the verdict; what it returns is judged.
+    A caller takes each item's next step there as soon as a poll shows it due (the roll-out's device-plugin step
+    of a node whose MIG geometry is in place), instead of after the slowest item of the wait.
     """
     start = clock()
     started = start if started is None else float(started)
@@ -443,6 +446,8 @@ def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, sta
         observed = target.read(cluster)
         now = clock()
         items = predicate.judge(observed, target)
+        if on_poll is not None:
+            items = on_poll(observed, items)
         rnd.see(items, now)
         failed = [n for n, (s, _d) in items.items() if s == FAILED]
         waiting = [n for n, (s, _d) in items.items() if s == WAITING]

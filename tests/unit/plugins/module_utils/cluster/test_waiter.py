@@ -190,6 +190,28 @@ def test_failed_items_without_fail_fast_wait_for_the_others(monkeypatch):
     assert outcome.ready and outcome.failed == ["a"] and len(reader.calls) == 2
 
 
+def test_on_poll_takes_each_items_next_step_between_polls_and_its_verdict_is_judged():
+    """The hook sees each read; an item it holds back stays waiting, whatever the predicate said."""
+    from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Predicate
+    reads = [[{"metadata": {"name": "a"}, "done": True}, {"metadata": {"name": "b"}, "done": False}],
+             [{"metadata": {"name": "a"}, "done": True}, {"metadata": {"name": "b"}, "done": True}]]
+    held, stepped = {"a", "b"}, []
+
+    def judge(observed, target):
+        return dict((o["metadata"]["name"], (READY if o["done"] else WAITING, "d")) for o in observed)
+
+    def on_poll(observed, items):
+        due = sorted(o["metadata"]["name"] for o in observed if o["done"] and o["metadata"]["name"] in held)
+        stepped.append(due)
+        held.difference_update(due)
+        for name in due:
+            items[name] = (WAITING, "next step sent")
+        return items
+    outcome, reader = run(reads, Target("v1", "Node"), Predicate("done", judge), on_poll=on_poll)
+    # a's step at the first poll, b's at the second; the wait ends on the poll after the last step.
+    assert stepped == [["a"], ["b"], []] and len(reader.calls) == 3 and outcome.ready
+
+
 def test_progress_log_file_gets_each_change(tmp_path, monkeypatch):
     log = tmp_path / "progress.log"
     monkeypatch.setenv(PROGRESS_LOG_ENV, str(log))
