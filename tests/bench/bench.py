@@ -18,7 +18,7 @@ Starts its own local cluster (.cache/bench-cluster), installs the GPU Operator t
 
 Not a test: it asserts nothing and exits 0 (tests/integration/test_request_counts.py guards the request counts).
 BENCH_SAMPLE (nodes per pool the loop patches on 1,000 nodes, default 10), BENCH_SKIP (comma-separated of demo, loop,
-1000, rollout, 5000) shorten it.
+1000, rollout, 5000) shorten it. BENCH_KEEP=1 leaves the cluster (and its audit log) up at the end, to look into a run.
 """
 from __future__ import annotations
 
@@ -119,6 +119,9 @@ class Bench:
         self.dc.fleet_file = FLEETS / "default.yaml"
         self.tmp = Path(tempfile.mkdtemp(prefix="kubegpu-bench-"))
         self.rows = {}   # (fleet, scenario) -> {"loop": measure, "collection": measure}
+        # How long a DaemonSet roll-out may stand still before settle() gives up on it (5,000 nodes: longer, the
+        # DaemonSet controller works through 5,000 pods per DaemonSet in bursts).
+        self.stalled = 30.0
 
     def env(self) -> dict:
         return dict(self.dc.env(), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
@@ -154,7 +157,7 @@ class Bench:
         cmd = ["ansible", "localhost", "-m", "kubegpu.platform.gpu_node_pools", "-a", json.dumps(args)]
         return self.measure(label, cmd + (["--check"] if check else []), peak="AnsiballZ_gpu_node_pools")
 
-    def settle(self, timeout: float = 600.0, stalled: float = 30.0) -> None:
+    def settle(self, timeout: float = 600.0) -> None:
         """Wait until every DaemonSet has rolled out on every node (kube-controller-manager and kwok carry on with
         the operands after a run returns: on 1,000 nodes that took the two cores for minutes), so that the next
         run is timed on a quiet cluster. Gives up when the roll-out has not moved for `stalled` seconds (a
@@ -175,7 +178,7 @@ class Bench:
             return out
         left = behind()
         best, moved = sum(left.values()), time.monotonic()
-        while left and time.monotonic() - t0 < timeout and time.monotonic() - moved < stalled:
+        while left and time.monotonic() - t0 < timeout and time.monotonic() - moved < self.stalled:
             time.sleep(2.0)
             left = behind()
             if sum(left.values()) < best:
@@ -284,12 +287,17 @@ def side_by_side(bench: Bench, fleet_file: Path, sample: int | None) -> None:
     row("time-slicing replicas 4 -> 8")["collection"] = bench.playbook(
         "collection: time-slicing replicas 4 -> 8", node_pools,
         {"kubegpu_node_pools": pools(replicas=8), "node_pools_timeout": 900})
-    # The labels alone, as the loop writes them: gpu_node_pools with wait: false on a fresh copy of the fleet sends
-    # every label patch (both steps of a MIG pool) and the configuration, and does not wait for the simulated
-    # operator and hardware to catch up - the playbook's first converge above does, the loop never does.
+    # The labels alone, as the loop writes them, on a fresh copy of the fleet: as the role does, a first call writes
+    # the configuration (ConfigMaps, device plugin restart, ClusterPolicy; label_nodes: false) and the simulated
+    # operator rolls it out (settle), then gpu_node_pools with wait: false sends every node's label patch (a MIG
+    # node's two steps in one) and does not wait for the simulated hardware - the playbook's first converge above
+    # does, the loop never does. The loop writes no configuration either (its ConfigMap edit is left out).
     bench.fresh_fleet(fleet_file)
+    row("first converge, labels only")["configuration"] = bench.module(
+        "gpu_node_pools: first converge, configuration only (label_nodes: false)",
+        {"pools": pools(), "timeout": 900, "wait": False, "label_nodes": False})
     row("first converge, labels only")["collection"] = bench.module(
-        "gpu_node_pools: first converge (wait: false)", {"pools": pools(), "timeout": 900, "wait": False})
+        "gpu_node_pools: first converge, the labels (wait: false)", {"pools": pools(), "timeout": 900, "wait": False})
     if "loop" in SKIP:
         return
     baseline = [{"selector": f"nvidia.com/gpu.product={PRODUCTS[p]}", "labels": labels[p]} for p in PRODUCTS
@@ -339,6 +347,7 @@ def scale(bench: Bench) -> None:
     fleet_file = BENCH / "fleets" / "large-5000.yaml"
     nodes = bench.fresh_fleet(fleet_file)
     bench.knobs(FAST)
+    bench.stalled = 120.0
     print(f"{nodes} nodes, simulated hardware fast:", flush=True)
     args = {"pools": pools(), "timeout": 1800}
     bench.rows[("5000", "plan")] = {"collection": bench.module("gpu_node_pools: plan (check mode)", args, check=True)}
@@ -422,7 +431,11 @@ def main() -> None:
         table(bench)
         load = os.getloadavg()
         print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; total {time.monotonic() - t0:.0f} s")
-        cluster.down(state)
+        if os.environ.get("BENCH_KEEP") == "1":
+            print(f"cluster left up (BENCH_KEEP=1): export KUBECONFIG={state / 'kubeconfig'}; audit log "
+                  f"{state / 'audit.log'}; stop it with DEVCLUSTER_DIR={state} make cluster-down")
+        else:
+            cluster.down(state)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,13 @@ def bootstrap(state: Path) -> None:
                          field_manager="devcluster")
 
 
+def _restart_kwok(state: Path) -> None:
+    """KWOK again, recorded as the cluster's (control_plane.restart_kwok says why)."""
+    pid, dummy = control_plane.restart_kwok(state, cluster.kubeconfig_path(state, "sim-kwok"),
+                                            cluster.read_state(state)["pids"]["kwok"], cluster._alive)
+    cluster.add_process(state, "kwok", pid)
+
+
 def populate(state: Path, fleet_file: Path, server: str, replace: bool = False) -> dict:
     """Load the fleet (and on OpenShift the catalog) as the fleet simulator's user; replace drops the old one."""
     dyn = dynamic_client(state, "sim-fleet")
@@ -131,7 +138,8 @@ def switch_fleet(state: Path, fleet_file: Path) -> dict:
     # KWOK takes each node's lease and Ready in turn: on a busy 2-core machine 5,000 nodes took over 180 s (twice,
     # beside an `ansible-test sanity`), so a large fleet gets a proportionally longer wait.
     wait = max(READY_TIMEOUT, summary["nodes"] * NODE_READY_SECONDS)
-    control_plane.wait_nodes_managed(dynamic_client(state), wait)
+    control_plane.wait_nodes_managed(dynamic_client(state), wait, on_stall=lambda: _restart_kwok(state))
+    record = cluster.read_state(state)
     record.update(fleet=str(fleet_file), platform=summary["platform"])
     (state / "state.json").write_text(json.dumps(record, indent=2))
     print(f"fleet {fleet_file.name}: {summary['nodes']} nodes ({summary['platform']}) Ready in "

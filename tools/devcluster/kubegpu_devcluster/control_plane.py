@@ -10,6 +10,8 @@ KWOK manages the fleet's nodes (FLEET_LABEL): leases, Ready, and the pods bound 
 """
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -87,15 +89,41 @@ def start(state: Path, kwok_kubeconfig: Path) -> dict:
     pid = _start(state, "kube-scheduler", [str(bins / "kube-scheduler"),
                                            *_component_args(state, SCHEDULER[0], port)])
     started["kube-scheduler"] = (pid, f"https://127.0.0.1:{port}/healthz")
+    started["kwok"] = _start_kwok(state, kwok_kubeconfig)
+    return started
+
+
+def _start_kwok(state: Path, kwok_kubeconfig: Path) -> tuple:
     port = _free_port()
     pid = _start(state, "kwok", [
-        str(bins / "kwok"), f"--kubeconfig={kwok_kubeconfig}", "--config=" + ",".join(str(p) for p in KWOK_STAGES),
+        str(paths.bin_dir() / "kwok"), f"--kubeconfig={kwok_kubeconfig}",
+        "--config=" + ",".join(str(p) for p in KWOK_STAGES),
         f"--manage-nodes-with-label-selector={FLEET_LABEL}",
         f"--node-lease-duration-seconds={LEASE_SECONDS}",
         # Pod IPs come from one pool for all nodes; KWOK's default (a /24) runs out with a large fleet.
         "--cidr=10.64.0.0/12", f"--server-address=127.0.0.1:{port}"])
-    started["kwok"] = (pid, f"http://127.0.0.1:{port}/healthz")
-    return started
+    return pid, f"http://127.0.0.1:{port}/healthz"
+
+
+def restart_kwok(state: Path, kwok_kubeconfig: Path, old_pid: int, alive) -> tuple:
+    """Stop KWOK and start it again (it lists every node afresh); returns (pid, health URL).
+
+    Why: KWOK 0.8 keys the nodes it holds by name. A fleet switch deletes nodes and creates them again under the same
+    names; when KWOK sees the new node before the old one's deletion, it drops the name, and the new node gets no lease
+    and no heartbeat ever (seen: 2 of 1,000 nodes after a bench's third fleet switch, "Creating lease" logged for the
+    old node, nothing for the new one)."""
+    try:
+        os.kill(old_pid, signal.SIGTERM)
+    except OSError:
+        pass
+    deadline = time.monotonic() + 10
+    while alive(old_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive(old_pid):
+        os.kill(old_pid, signal.SIGKILL)
+    started = {"kwok": _start_kwok(state, kwok_kubeconfig)}
+    wait_healthy(state, started, alive, 60)
+    return started["kwok"]
 
 
 def write_kubeconfigs(state: Path, server: str, kubeconfig) -> None:
@@ -157,13 +185,23 @@ def nodes_managed(dyn) -> tuple:
     return len(nodes), ready
 
 
-def wait_nodes_managed(dyn, timeout: float) -> int:
-    """Wait until every fleet node is schedulable (nodes_managed); returns how many nodes that is."""
+def wait_nodes_managed(dyn, timeout: float, on_stall=None, stall: float = 60.0) -> int:
+    """Wait until every fleet node is schedulable (nodes_managed); returns how many nodes that is.
+
+    on_stall: called once when the count has not moved for `stall` seconds with nodes still missing (restart_kwok)."""
     deadline = time.monotonic() + timeout
+    best, moved = -1, time.monotonic()
     while True:
         total, ready = nodes_managed(dyn)
         if ready == total:
             return total
+        if ready > best:
+            best, moved = ready, time.monotonic()
+        elif on_stall is not None and time.monotonic() - moved > stall:
+            print(f"{total - ready} of {total} fleet nodes still not managed after {stall:.0f} s without progress: "
+                  f"restarting KWOK", flush=True)
+            on_stall()
+            on_stall, moved = None, time.monotonic()
         if time.monotonic() > deadline:
             raise RuntimeError(f"{total - ready} of {total} fleet nodes not Ready, leased by KWOK and untainted "
                                f"after {timeout:.0f} s; see kwok.log and kube-controller-manager.log")

@@ -254,3 +254,24 @@ def test_resource_claim_template_is_allocated_by_the_scheduler(dc, namespace):
                 api.delete(name=name)
             except NotFoundError:
                 pass
+
+
+def test_kwok_restarted_takes_every_node_again(dc):
+    """The way out of KWOK 0.8 dropping a node recreated under its old name (control_plane.restart_kwok): a new KWOK
+    process, recorded in the state, holds every fleet node again."""
+    from kubegpu_devcluster import __main__ as devcluster, cluster
+    old = cluster.read_state(dc.state)["pids"]["kwok"]
+    devcluster._restart_kwok(dc.state)
+    new = cluster.read_state(dc.state)["pids"]["kwok"]
+    assert new != old and cluster._alive(new) and not cluster._alive(old)
+    total = control_plane.wait_nodes_managed(dc.admin, SLOW)
+    assert total == control_plane.nodes_managed(dc.admin)[0] > 0
+
+
+def test_a_stalled_node_wait_calls_on_stall_once(monkeypatch):
+    counts = iter([(3, 1)] * 4 + [(3, 3)])
+    monkeypatch.setattr(control_plane, "nodes_managed", lambda dyn: next(counts))
+    monkeypatch.setattr(control_plane.time, "sleep", lambda s: None)
+    calls = []
+    assert control_plane.wait_nodes_managed(None, 60, on_stall=lambda: calls.append(1), stall=-1.0) == 3
+    assert calls == [1]
