@@ -5,10 +5,11 @@ Starts its own local cluster (.cache/bench-cluster), installs the GPU Operator t
 1. For the demo fleet and for 1,000 nodes (tools/devcluster/fleets/large-1000.yaml), with the simulated hardware
    fast: the node_pools playbook (four pools, one per sharing strategy) - plan in check mode, first converge, a
    no-op, a time-slicing replicas change, the first converge's label writes alone (on a fresh copy of the fleet:
-   gpu_node_pools with label_nodes: false writes the configuration, then with wait: false the labels) - and the same changes made by tests/bench/loop_baseline.yml (k8s_info
-   per pool, one kubernetes.core.k8s task per node) on a fresh copy of the fleet. On 1,000 nodes the loop patches
-   a sample of each pool and is scaled linearly (it is: one task per node), said in the output. Prints a table of
-   ratios: wall time, API requests and writes (the admin user's, from the API server's audit log).
+   gpu_node_pools with label_nodes: false writes the configuration, then with wait: false the labels) - and the
+   same changes made by tests/bench/loop_baseline.yml (k8s_info per pool, one kubernetes.core.k8s task per node) on
+   a fresh copy of the fleet. On 1,000 nodes the loop patches a sample of each pool and is scaled linearly (it is:
+   one task per node), said in the output. Prints a table of ratios: wall time, API requests and writes (the admin
+   user's, from the API server's audit log).
 2. The node_pools playbook no-op next to an empty playbook (what ansible-playbook costs with nothing to do).
 3. A MIG roll-out of 1,000 H100 nodes with the simulated hardware at its published pace (mig-manager 35 s per
    8-GPU reconfiguration, device plugin 10 s re-registration; docs/performance.md), next to its physical limit:
