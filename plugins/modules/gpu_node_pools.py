@@ -480,7 +480,8 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
     cordoned = [n for n in batch if node_changes[n]["uncordon"]]
     failure = None
 
-    def mig_step(node):
+    def first_step(node):
+        """The node's MIG step (drained first when pods hold it); with wait: false, its device plugin step too."""
         change = node_changes[node]
         if node in busy and not check:
             cordoned.append(node)
@@ -518,7 +519,7 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
 
     try:
         # The nodes of a batch are independent: their patches (and drains) go side by side.
-        side_by_side(module, changes, [(lambda n=n: mig_step(n)) for n in batch
+        side_by_side(module, changes, [(lambda n=n: first_step(n)) for n in batch
                                        if node_changes[n]["mig_step"] or one_patch])
         if not one_patch:
             side_by_side(module, changes, [(lambda n=n: device_plugin_step(n)) for n in batch if n not in held])

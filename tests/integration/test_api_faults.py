@@ -328,7 +328,7 @@ def test_demo_fleet_converges_through_throttling_and_resets(faults):
                  for pool in plan["pools"] for node, change in pool["node_changes"].items()
                  if change["allocatable_after"] is not None}
     assert predicted, plan
-    wait_for(lambda: all(gpu_allocatable(dc)[n] == want for n, want in predicted.items()), timeout=30,
+    wait_for(lambda: all(gpu_allocatable(dc)[n] == want for n, want in predicted.items()), timeout=120,
              what=f"allocatable as planned: {predicted}")
 
     # Retries reported in every module result, and both kinds of fault met.

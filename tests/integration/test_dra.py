@@ -329,7 +329,7 @@ def test_the_scheduler_allocates_claims_from_the_templates(cluster):
     pods.create(body=_pod("fits", "h200-pair"), namespace="llm")
     pods.create(body=_pod("never-fits", "b200-only"), namespace="llm")
     try:
-        placed = wait_for(lambda: pods.get(name="fits", namespace="llm").spec.nodeName, timeout=30,
+        placed = wait_for(lambda: pods.get(name="fits", namespace="llm").spec.nodeName, timeout=120,
                           what="the pod with claim template h200-pair to be scheduled")
         assert placed == DRA_NODE
 
@@ -339,14 +339,14 @@ def test_the_scheduler_allocates_claims_from_the_templates(cluster):
                 if claim.metadata.name.startswith("fits-") and owner == "gpu":
                     return (claim.status or {}).get("allocation")
             return None
-        results = wait_for(allocation, timeout=30, what="the claim of pod fits to be allocated")["devices"]["results"]
+        results = wait_for(allocation, timeout=120, what="the claim of pod fits to be allocated")["devices"]["results"]
         assert len(results) == 2 and {r["pool"] for r in results} == {DRA_NODE}
         assert {r["driver"] for r in results} == {"gpu.nvidia.com"}
 
         def unschedulable():
             pod = pods.get(name="never-fits", namespace="llm")
             return [c for c in pod.status.conditions or [] if c.type == "PodScheduled" and c.reason == "Unschedulable"]
-        [condition] = wait_for(unschedulable, timeout=30, what="the scheduler to give up on pod never-fits")
+        [condition] = wait_for(unschedulable, timeout=120, what="the scheduler to give up on pod never-fits")
         assert "cannot allocate all claims" in condition.message
         assert pods.get(name="never-fits", namespace="llm").status.phase == "Pending"
     finally:
@@ -374,7 +374,7 @@ def test_a_node_leaving_the_dra_pool_gets_the_device_plugin_back(cluster):
     assert result["node_labels"] == {DRA_NODE: {PLUGIN: None, DEPLOY: None}}
     labels = _labels(dc)
     assert PLUGIN not in labels and DEPLOY not in labels
-    wait_for(lambda: _slices(dc) == [], timeout=30, what="the node's ResourceSlice to go")
+    wait_for(lambda: _slices(dc) == [], timeout=120, what="the node's ResourceSlice to go")
     # And back: the slice returns.
     result = dc.module("dra_nodes", {"pools": [H200_POOL], "timeout": 30})
     assert result["devices"] == {DRA_NODE: 8}

@@ -251,9 +251,11 @@ def test_drain_then_failure_leaves_no_node_cordoned(operator):
 # Within a batch, each node's two steps follow its own hardware
 # ---------------------------------------------------------------------------------------------
 
-def test_each_node_takes_its_device_plugin_step_once_its_own_mig_is_done(operator):
+@pytest.mark.parametrize("ending", ["finishes", "killed"])
+def test_each_node_takes_its_device_plugin_step_once_its_own_mig_is_done(operator, ending):
     """Two MIG nodes in one batch, one of them slow: the other's device plugin config follows its own MIG success
-    and its allocatable is in place while the slow one is still pending, on its old device plugin config."""
+    and its allocatable is in place while the slow one is still pending, on its old device plugin config. Killed
+    there, half-way through the batch, the next run finishes the slow node alone and a third writes nothing."""
     dc = operator
     _converge(dc, SINGLE)
     key = _mixed_key(dc)
@@ -262,26 +264,40 @@ def test_each_node_takes_its_device_plugin_step_once_its_own_mig_is_done(operato
     proc = subprocess.Popen(["ansible-playbook", PLAYBOOK, *_vars(one_batch)], cwd=REPO, env=dc.env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        wait_for(lambda: gpu_allocatable(dc)["gpu-h100-000"] == EXPECTED["gpu-h100-000"], timeout=90, interval=0.2,
+        wait_for(lambda: gpu_allocatable(dc)["gpu-h100-000"] == EXPECTED["gpu-h100-000"], timeout=120, interval=0.2,
                  what="gpu-h100-000 in place while gpu-h100-001 hangs")
         fast, slow = node_labels(dc, "gpu-h100-000"), node_labels(dc, "gpu-h100-001")
         assert fast["nvidia.com/device-plugin.config"] == key
         assert slow["nvidia.com/mig.config.state"] == "pending"
         assert slow["nvidia.com/device-plugin.config"] != key, "the slow node's device plugin step came too early"
         assert proc.poll() is None, "the batch ended with a node still pending"
+        if ending == "killed":
+            kill_playbook(proc)
     except BaseException:
         kill_playbook(proc)
         raise
     finally:
         dc.clear_knobs()
-    stdout, stderr = proc.communicate(timeout=120)
-    out = json.loads(stdout)
-    assert out["stats"]["localhost"]["failures"] == 0, _failure(out)
-    batches = [name for name, dummy in _results(out) if "Roll out pool llm-h100" in name]
-    assert len(batches) == 1 and "gpu-h100-000, gpu-h100-001" in batches[0], batches
+    if ending == "killed":
+        mark = dc.audit.mark()
+        out, stats, dummy = _play(dc, one_batch)
+        assert stats["failures"] == 0, _failure(out)
+        writes = dc.audit.writes(mark)
+        assert _node_writes(writes, "gpu-h100-000") == [], "the node done before the kill was written again"
+        assert _node_writes(writes, "gpu-h100-001"), "the slow node's device plugin step was never sent"
+    else:
+        stdout, stderr = proc.communicate(timeout=120)
+        out = json.loads(stdout)
+        assert out["stats"]["localhost"]["failures"] == 0, _failure(out)
+        batches = [name for name, dummy in _results(out) if "Roll out pool llm-h100" in name]
+        assert len(batches) == 1 and "gpu-h100-000, gpu-h100-001" in batches[0], batches
     for node in ("gpu-h100-000", "gpu-h100-001"):
         assert gpu_allocatable(dc)[node] == EXPECTED[node], node
         assert node_labels(dc, node)["nvidia.com/device-plugin.config"] == key
+    if ending == "killed":
+        mark = dc.audit.mark()
+        out, stats, dummy = _play(dc, one_batch)
+        assert stats["changed"] == 0 and dc.audit.writes(mark) == [], _failure(out)
 
 
 def test_without_a_wait_each_node_is_one_patch(operator):
@@ -290,6 +306,13 @@ def test_without_a_wait_each_node_is_one_patch(operator):
     dc = operator
     _converge(dc, SINGLE)
     key = _mixed_key(dc)
+    # Check mode shows the same plan: one change per node (both steps in it), and writes nothing.
+    mark = dc.audit.mark()
+    result = dc.module("gpu_node_pools", {"pools": POOLS, "wait": False}, check=True)
+    assert not result.get("failed") and result["changed"], result.get("msg")
+    nodes = [c["key"] for c in result["changes"] if c["key"].startswith("Node/gpu-h100-")]
+    assert sorted(nodes) == ["Node/gpu-h100-000", "Node/gpu-h100-001"], result["changes"]
+    assert dc.audit.writes(mark) == []
     mark = dc.audit.mark()
     result = dc.module("gpu_node_pools", {"pools": POOLS, "wait": False})
     assert not result.get("failed"), result.get("msg")
@@ -372,11 +395,11 @@ def test_run_killed_midway_is_converged_by_the_next(operator, point):
         # mig-manager finishes with nobody watching: mixed geometry read with the single strategy
         dc.clear_knobs()
         wait_for(lambda: (_node(dc, "gpu-h100-000").metadata.labels or {}).get("nvidia.com/mig.config.state") ==
-                 "success", timeout=30, what="mig-manager's success")
+                 "success", timeout=120, what="mig-manager's success")
         labels = node_labels(dc, "gpu-h100-000")
         assert labels["nvidia.com/device-plugin.config"] != key, "the killed run got past its MIG step"
         wait_for(lambda: (_node(dc, "gpu-h100-000").metadata.labels or {}).get(
-            "nvidia.com/gpu.product", "").endswith("-MIG-INVALID"), timeout=30,
+            "nvidia.com/gpu.product", "").endswith("-MIG-INVALID"), timeout=120,
             what=f"GFD's MIG-INVALID labels (labels: {labels})")
         assert node_labels(dc, "gpu-h100-000")["nvidia.com/gpu.count"] == "0"
     dc.clear_knobs()

@@ -393,7 +393,7 @@ def uninstall_serving_operators(dc):
         return [c for c in csvs.get().items if c.metadata.name.startswith(SERVING_CSVS)]
     for item in ours():
         csvs.delete(name=item.metadata.name, namespace=item.metadata.namespace)
-    wait_for(lambda: not ours(), timeout=30, what="the serving operators' CSVs to be deleted")
+    wait_for(lambda: not ours(), timeout=120, what="the serving operators' CSVs to be deleted")
 
 
 # -- OpenShift AI 3.x: Standard mode, KEDA from the Custom Metrics Autoscaler ------------------------------------------

@@ -45,9 +45,20 @@ def bootstrap(state: Path) -> None:
 
 
 def _restart_kwok(state: Path) -> None:
-    """KWOK again, recorded as the cluster's (control_plane.restart_kwok says why)."""
-    pid, dummy = control_plane.restart_kwok(state, cluster.kubeconfig_path(state, "sim-kwok"),
-                                            cluster.read_state(state)["pids"]["kwok"], cluster._alive)
+    """Stop KWOK and start it again, recorded as the cluster's: a new KWOK lists every node afresh.
+
+    Why: KWOK 0.8 keys the nodes it holds by name. A fleet switch deletes nodes and creates them again under the same
+    names; when KWOK sees the new node before the old one's deletion, it drops the name, and the new node gets no lease
+    and no heartbeat ever (seen: 2 of 1,000 nodes after a bench's third fleet switch, "Creating lease" logged for the
+    old node, nothing for the new one)."""
+    old = cluster.read_state(state)["pids"]["kwok"]
+    if cluster.stop_processes([old]):
+        raise RuntimeError(f"KWOK (pid {old}) still running after SIGKILL; stop it by hand (kill -9 {old})")
+    # The old KWOK's node leases go with it: a new KWOK finding a node's lease held (it renews none it did not
+    # create) leaves the node, and the pods bound to it, alone until the lease expires (LEASE_SECONDS).
+    dynamic_client(state).resources.get(api_version="coordination.k8s.io/v1", kind="Lease").delete(
+        namespace="kube-node-lease", field_selector="metadata.namespace=kube-node-lease")  # every lease there
+    pid = control_plane.start_kwok(state, cluster.kubeconfig_path(state, "sim-kwok"), cluster._alive)
     cluster.add_process(state, "kwok", pid)
 
 

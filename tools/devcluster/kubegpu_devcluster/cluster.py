@@ -259,7 +259,19 @@ def stop(state: Path) -> None:
     """
     record = read_state(state)
     named = dict(record.get("pids", {}))
-    pids = list(named.values())
+    left = stop_processes(list(named.values()))
+    if record:
+        record["pids"] = {name: pid for name, pid in named.items() if pid in left}
+        _write_state(state, record)
+    if left:
+        names = ", ".join(f"{name} (pid {pid})" for name, pid in named.items() if pid in left)
+        raise RuntimeError(f"still running {STOP_KILL_WAIT:.0f} s after SIGKILL: {names}; stop them by hand "
+                           f"(kill -9 PID) before starting the cluster in {state} again")
+
+
+def stop_processes(pids: list) -> list:
+    """SIGTERM to each process group, SIGKILL to those still running after STOP_GRACE seconds; returns the pids
+    still running STOP_KILL_WAIT seconds after that (on a loaded machine a killed process can take a while)."""
     for pid in pids:
         try:
             os.killpg(pid, signal.SIGTERM)
@@ -273,14 +285,7 @@ def stop(state: Path) -> None:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
-    left = _wait_gone(pids, STOP_KILL_WAIT)
-    if record:
-        record["pids"] = {name: pid for name, pid in named.items() if pid in left}
-        _write_state(state, record)
-    if left:
-        names = ", ".join(f"{name} (pid {pid})" for name, pid in named.items() if pid in left)
-        raise RuntimeError(f"still running {STOP_KILL_WAIT:.0f} s after SIGKILL: {names}; stop them by hand "
-                           f"(kill -9 PID) before starting the cluster in {state} again")
+    return _wait_gone(pids, STOP_KILL_WAIT)
 
 
 def _wait_gone(pids, timeout: float) -> list:

@@ -10,8 +10,6 @@ KWOK manages the fleet's nodes (FLEET_LABEL): leases, Ready, and the pods bound 
 """
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import ssl
 import subprocess
@@ -105,25 +103,11 @@ def _start_kwok(state: Path, kwok_kubeconfig: Path) -> tuple:
     return pid, f"http://127.0.0.1:{port}/healthz"
 
 
-def restart_kwok(state: Path, kwok_kubeconfig: Path, old_pid: int, alive) -> tuple:
-    """Stop KWOK and start it again (it lists every node afresh); returns (pid, health URL).
-
-    Why: KWOK 0.8 keys the nodes it holds by name. A fleet switch deletes nodes and creates them again under the same
-    names; when KWOK sees the new node before the old one's deletion, it drops the name, and the new node gets no lease
-    and no heartbeat ever (seen: 2 of 1,000 nodes after a bench's third fleet switch, "Creating lease" logged for the
-    old node, nothing for the new one)."""
-    try:
-        os.kill(old_pid, signal.SIGTERM)
-    except OSError:
-        pass
-    deadline = time.monotonic() + 10
-    while alive(old_pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if alive(old_pid):
-        os.kill(old_pid, signal.SIGKILL)
+def start_kwok(state: Path, kwok_kubeconfig: Path, alive) -> int:
+    """Start KWOK alone and wait until it answers; returns its pid (a restart after a stall: __main__._restart_kwok)."""
     started = {"kwok": _start_kwok(state, kwok_kubeconfig)}
     wait_healthy(state, started, alive, 60)
-    return started["kwok"]
+    return started["kwok"][0]
 
 
 def write_kubeconfigs(state: Path, server: str, kubeconfig) -> None:
@@ -188,7 +172,7 @@ def nodes_managed(dyn) -> tuple:
 def wait_nodes_managed(dyn, timeout: float, on_stall=None, stall: float = 60.0) -> int:
     """Wait until every fleet node is schedulable (nodes_managed); returns how many nodes that is.
 
-    on_stall: called once when the count has not moved for `stall` seconds with nodes still missing (restart_kwok)."""
+    on_stall: called once when the count has not moved for `stall` seconds with nodes still missing (__main__._restart_kwok)."""
     deadline = time.monotonic() + timeout
     best, moved = -1, time.monotonic()
     while True:

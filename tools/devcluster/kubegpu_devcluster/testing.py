@@ -102,7 +102,13 @@ def session(state: Path, kind=Devcluster, fleet: Path | None = None):
         cluster.down(state)
 
 
-def wait_for(predicate, timeout: float = 20, interval: float = 0.2, what: str = "condition"):
+# A wait's timeout bounds a failure; it asserts no speed. KWOK, the simulators, the API server and the tests share
+# two cores in CI, and a KWOK pod or a simulator's status write can lag by tens of seconds on a busy machine (a
+# 20 s bound failed CI once, waiting for KWOK to run a pod); a passing wait returns as soon as it holds.
+WAIT_TIMEOUT = 120
+
+
+def wait_for(predicate, timeout: float = WAIT_TIMEOUT, interval: float = 0.2, what: str = "condition"):
     """Poll predicate() until it returns something truthy; fail naming `what` on timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -15,6 +15,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 
 from kubegpu_devcluster.testing import wait_for
 from kubegpu_devcluster import control_plane
+from kubegpu_devcluster.fleet import FLEET_LABEL
 
 CP = "nvidia.com/v1"
 DRA = "resource.k8s.io/v1"
@@ -257,7 +258,7 @@ def test_resource_claim_template_is_allocated_by_the_scheduler(dc, namespace):
 
 
 def test_kwok_restarted_takes_every_node_again(dc):
-    """The way out of KWOK 0.8 dropping a node recreated under its old name (control_plane.restart_kwok): a new KWOK
+    """The way out of KWOK 0.8 dropping a node recreated under its old name (__main__._restart_kwok): a new KWOK
     process, recorded in the state, holds every fleet node again."""
     from kubegpu_devcluster import __main__ as devcluster, cluster
     old = cluster.read_state(dc.state)["pids"]["kwok"]
@@ -266,6 +267,17 @@ def test_kwok_restarted_takes_every_node_again(dc):
     assert new != old and cluster._alive(new) and not cluster._alive(old)
     total = control_plane.wait_nodes_managed(dc.admin, SLOW)
     assert total == control_plane.nodes_managed(dc.admin)[0] > 0
+    # Held, not only leased: a pod bound to a node runs (the old KWOK's leases would keep the new one off the nodes).
+    node = sorted(n.metadata.name for n in dc.admin.resources.get(api_version="v1", kind="Node").get(
+        label_selector=FLEET_LABEL).items)[0]
+    pods = dc.admin.resources.get(api_version="v1", kind="Pod")
+    pods.create(namespace="default", body={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "after-restart"},
+                                           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}})
+    try:
+        wait_for(lambda: pods.get(name="after-restart", namespace="default").status.phase == "Running", timeout=SLOW,
+                 what=f"a pod on {node} running under the new KWOK")
+    finally:
+        pods.delete(name="after-restart", namespace="default", grace_period_seconds=0)
 
 
 def test_a_stalled_node_wait_calls_on_stall_once(monkeypatch):

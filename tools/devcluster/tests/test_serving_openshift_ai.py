@@ -54,7 +54,7 @@ def installed(c: Cluster, package: str, namespace: str) -> str:
         name = ((sub or {}).get("status") or {}).get("installedCSV")
         found = c.get(SUB, "ClusterServiceVersion", name, namespace) if name else None
         return name if ((found or {}).get("status") or {}).get("phase") == "Succeeded" else None
-    return wait_for(csv, timeout=30, what=f"{package} installed")
+    return wait_for(csv, timeout=120, what=f"{package} installed")
 
 
 def crd_served(c: Cluster, name: str) -> bool:
@@ -213,7 +213,7 @@ class TestOpenShiftAI2:
         del body["metadata"]["annotations"]["serving.kserve.io/deploymentMode"]   # the platform's default
         oc.api(ISVC, "InferenceService").create(body=body, namespace=NS)
         wait_for(lambda: conditions(oc.get(ISVC, "InferenceService", "llm")).get("Ready", {}).get("status") == "True",
-                 timeout=40, what="Knative InferenceService Ready")
+                 timeout=120, what="Knative InferenceService Ready")
         assert oc.get(ISVC, "InferenceService", "llm")["status"]["deploymentMode"] == "Knative"
         wait_for(lambda: not oc.pods("serving.knative.dev/revision=llm-predictor-00001"), what="scale to zero")
         requests(oc, "llm", 1)

@@ -18,6 +18,7 @@ from kubegpu_devcluster import __main__ as devcluster
 from kubegpu_devcluster import cluster, crds, paths
 from kubegpu_devcluster.simulators.framework import KNOBS_CONFIGMAP, KNOBS_NAMESPACE
 from kubegpu_devcluster.simulators.serving import REQUESTS_ANNOTATION
+from kubegpu_devcluster.testing import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 FLEET = paths.DEVCLUSTER_ROOT / "fleets" / "serving-kubernetes.yaml"
@@ -62,16 +63,6 @@ class Cluster:
     def pods(self, selector: str, namespace: str = NS) -> list:
         return [p.to_dict() for p in self.api("v1", "Pod").get(namespace=namespace, label_selector=selector).items
                 if not p.metadata.deletionTimestamp]
-
-
-def wait_for(predicate, timeout: float = 30, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def conditions(obj: dict | None) -> dict:
@@ -168,7 +159,7 @@ def test_keda_isvc_ready_scales_to_zero_and_back(sc):
     assert sc.get("v1", "Service", "llm-keda-predictor")
     # idle: scaled to zero, no pod holds the GPUs, still Ready
     wait_for(lambda: sc.get("apps/v1", "Deployment", "llm-keda-predictor")["spec"]["replicas"] == 0
-             and not sc.pods("serving.kserve.io/inferenceservice=llm-keda"), timeout=30, what="scale to zero")
+             and not sc.pods("serving.kserve.io/inferenceservice=llm-keda"), timeout=90, what="scale to zero")
     print(f"created -> Ready -> zero in {time.monotonic() - t0:.1f} s")
     assert conditions(sc.get(ISVC, "InferenceService", "llm-keda"))["Ready"]["status"] == "True"
     so = sc.get("keda.sh/v1alpha1", "ScaledObject", "llm-keda-predictor")
@@ -184,7 +175,7 @@ def test_keda_isvc_ready_scales_to_zero_and_back(sc):
     # idle again: back to zero
     requests(sc, "llm-keda", 0)
     wait_for(lambda: sc.get("apps/v1", "Deployment", "llm-keda-predictor")["spec"]["replicas"] == 0,
-             timeout=30, what="scale to zero again")
+             timeout=90, what="scale to zero again")
 
 
 def test_unknown_runtime_and_unschedulable_pod_fail_with_reasons(sc):
@@ -234,7 +225,7 @@ def test_knative_mode_scales_to_zero_and_refuses_dra_claims(sc):
     api.create(body=body, namespace=NS)
     t0 = time.monotonic()
     wait_for(lambda: conditions(sc.get(ISVC, "InferenceService", "llm-kn")).get("Ready", {}).get("status") == "True",
-             timeout=40, what="Knative InferenceService Ready")
+             timeout=90, what="Knative InferenceService Ready")
     ksvc = sc.get("serving.knative.dev/v1", "Service", "llm-kn-predictor")
     tmpl = ksvc["spec"]["template"]["metadata"]["annotations"]
     assert tmpl["autoscaling.knative.dev/min-scale"] == "0" and tmpl["autoscaling.knative.dev/class"] == \
@@ -243,7 +234,7 @@ def test_knative_mode_scales_to_zero_and_refuses_dra_claims(sc):
     pods = sc.pods("serving.knative.dev/revision=llm-kn-predictor-00001")
     assert pods and pods[0]["spec"]["nodeName"].startswith("gpu-l40s-")
     assert [c["name"] for c in pods[0]["spec"]["containers"]] == ["kserve-container", "queue-proxy"]
-    wait_for(lambda: not sc.pods("serving.knative.dev/revision=llm-kn-predictor-00001"), timeout=30,
+    wait_for(lambda: not sc.pods("serving.knative.dev/revision=llm-kn-predictor-00001"), timeout=90,
              what="Knative scale to zero")
     print(f"Knative: created -> Ready -> zero in {time.monotonic() - t0:.1f} s")
     rev = wait_for(lambda: conditions(sc.get("serving.knative.dev/v1", "Revision", "llm-kn-predictor-00001"))
@@ -294,7 +285,7 @@ def test_standard_mode_carries_dra_claims_to_the_scheduler(sc):
     body["spec"]["predictor"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "h200-whole"}]
     sc.api(ISVC, "InferenceService").create(body=body, namespace=NS)
     pod = wait_for(lambda: [p for p in sc.pods("serving.kserve.io/inferenceservice=llm-dra")
-                            if (p.get("status") or {}).get("phase") == "Running"], timeout=40, what="DRA pod running")[0]
+                            if (p.get("status") or {}).get("phase") == "Running"], timeout=90, what="DRA pod running")[0]
     assert pod["spec"]["nodeName"] == node
     assert pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == "h200-whole"
     claim = sc.get("resource.k8s.io/v1", "ResourceClaim", pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"])

@@ -101,7 +101,7 @@ def _mig_state(dc, node):
     return _labels(dc, node).get("nvidia.com/mig.config.state")
 
 
-def _set_mig(dc, node, config, state="success", timeout=20):
+def _set_mig(dc, node, config, state="success", timeout=120):
     _label(dc, node, "nvidia.com/mig.config", config)
     if state:
         wait_for(lambda: _mig_state(dc, node) == state, timeout=timeout, what=f"{node}: mig.config.state={state}")
