@@ -185,7 +185,7 @@ def model_state(dc, model) -> str:
     return "\n".join(lines) or f"nothing of {model} in {NS}"
 
 
-def wait_for_model(dc, model, predicate, what, timeout=60):
+def wait_for_model(dc, model, predicate, what, timeout=120):
     """wait_for(predicate) on a model's pods; on timeout, fail with model_state's account of them."""
     try:
         return wait_for(predicate, timeout=timeout, what=what)

@@ -156,6 +156,9 @@ class Simulator:
                 if resume is None:
                     listing = api.get()
                     for item in listing.items:
+                        key = (kind, item.metadata.namespace or None, item.metadata.name)
+                        if kind == "Node":   # the listed version is the one reconciled: its next heartbeat is none
+                            seen[key] = heartbeat_free(item.to_dict())
                         self.requeue(kind, item.metadata.namespace, item.metadata.name)
                     resume = listing.metadata.resourceVersion
                 for event in self.dyn.watch(api, resource_version=resume, timeout=60):
