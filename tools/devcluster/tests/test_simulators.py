@@ -166,4 +166,3 @@ def test_heartbeat_free_fingerprint():
     not_ready = json.loads(json.dumps(beat))
     not_ready["status"]["conditions"][0]["status"] = "False"
     assert heartbeat_free(not_ready) != heartbeat_free(node)
-
