@@ -103,8 +103,8 @@ def session(state: Path, kind=Devcluster, fleet: Path | None = None):
 
 
 # A wait's timeout bounds a failure; it asserts no speed. KWOK, the simulators, the API server and the tests share
-# two cores in CI, and a KWOK pod or a simulator's status write can lag by tens of seconds on a busy machine (a
-# 20 s bound failed CI once, waiting for KWOK to run a pod); a passing wait returns as soon as it holds.
+# two cores in CI, and a KWOK pod or a simulator's status write can lag by tens of seconds on a busy machine; a
+# passing wait returns as soon as it holds.
 WAIT_TIMEOUT = 120
 
 
