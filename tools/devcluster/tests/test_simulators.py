@@ -37,6 +37,25 @@ def test_olm_manual_install_then_next_plan_waits(dc):
     assert [e["kind"] for e in examples] == ["ClusterPolicy", "NVIDIADriver"]
 
 
+def test_olm_subscription_records_a_succeeded_csv_whose_write_was_lost(dc):
+    """The Subscription's installedCSV follows the cluster, not one write: with that write lost (a conflict when
+    the CSV succeeded; played here by taking it out), the next look at the Subscription records it again."""
+    dc.fleet("default")
+    ns = olm_subscribe(dc, "v26.3", starting="gpu-operator-certified.v26.3.2")
+    plans = wait_for(lambda: [p for p in install_plans(dc, ns) if (p.status or {}).get("phase")], what="an InstallPlan with status")
+    approve_plan(dc, ns, plans[0])
+    subs = dc.admin.resources.get(api_version=OLM_V1A1, kind="Subscription")
+    # Settled: the install recorded and the next CSV's plan offered.
+    wait_for(lambda: (subs.get(name="gpu-operator-certified", namespace=ns).status or {}).get("currentCSV")
+             == "gpu-operator-certified.v26.3.3", what="the upgrade offered")
+    sub = subs.get(name="gpu-operator-certified", namespace=ns).to_dict()
+    sub["status"] = dict(sub["status"], state="UpgradePending", currentCSV="gpu-operator-certified.v26.3.2")
+    del sub["status"]["installedCSV"]
+    subs.status.replace(body=sub, namespace=ns)
+    wait_for(lambda: (subs.get(name="gpu-operator-certified", namespace=ns).status or {}).get("installedCSV")
+             == "gpu-operator-certified.v26.3.2", what="installedCSV recorded again")
+
+
 def test_olm_unknown_channel_and_package_fail_resolution(dc):
     dc.fleet("default")
     for channel, package, expected in (("v99", "gpu-operator-certified", "no operators found in channel v99"),

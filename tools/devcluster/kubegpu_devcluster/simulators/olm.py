@@ -96,6 +96,12 @@ class OlmSimulator(Simulator):
                 f"{spec['name']} in the catalog referenced by subscription {meta['name']}"))
         chain = [e["name"] for e in reversed(channel["entries"])]  # oldest first
         installed = status.get("installedCSV")
+        current = status.get("currentCSV")
+        if current and current != installed and self._phase(meta["namespace"], current) == "Succeeded":
+            # Level, not edge: the CSV's success is recorded here, from what the cluster holds, so that a write
+            # lost to a conflict when the CSV succeeded is made on the next look (the CSV requeues its
+            # Subscription each time it is seen Succeeded).
+            return self._set_sub_status(sub, {"installedCSV": current, "state": "AtLatestKnown", "conditions": []})
         if not installed:
             target = spec.get("startingCSV") or chain[-1]
             if target not in chain:
@@ -192,11 +198,29 @@ class OlmSimulator(Simulator):
                              lastUpdateTime=now(), lastTransitionTime=now())
         self.api("ClusterServiceVersion").status.replace(body=csv, namespace=csv["metadata"]["namespace"])
 
+    def _phase(self, namespace: str, name: str) -> str:
+        csv = self.get("ClusterServiceVersion", namespace, name)
+        return ((csv.to_dict().get("status") or {}).get("phase", "")) if csv is not None else ""
+
+    def _succeeded(self, csv: dict) -> None:
+        """What follows a CSV's success, idempotent so that any later look at the Succeeded CSV finishes it: the CSV
+        it replaces goes, and the Subscriptions installing it record it (their own reconcile does, _subscription)."""
+        ns, name = csv["metadata"]["namespace"], csv["metadata"]["name"]
+        replaced = csv["spec"].get("replaces")
+        if replaced and self.get("ClusterServiceVersion", ns, replaced) is not None:
+            self.api("ClusterServiceVersion").delete(name=replaced, namespace=ns)
+        for sub in self.api("Subscription").get(namespace=ns).items:
+            status = sub.to_dict().get("status") or {}
+            if status.get("currentCSV") == name and status.get("installedCSV") != name:
+                self.requeue("Subscription", ns, sub.metadata.name)
+
     def _clusterserviceversion(self, csv: dict) -> None:
         meta = csv["metadata"]
         ns, name = meta["namespace"], meta["name"]
         phase = (csv.get("status") or {}).get("phase", "")
-        if phase in ("Succeeded", "Failed"):
+        if phase == "Succeeded":
+            return self._succeeded(csv)
+        if phase == "Failed":
             return
         groups = self.dyn.resources.get(api_version="operators.coreos.com/v1", kind="OperatorGroup").get(namespace=ns)
         if not groups.items:
@@ -215,11 +239,4 @@ class OlmSimulator(Simulator):
                         "simulated install")
         if nxt != "Succeeded":
             return self.requeue("ClusterServiceVersion", ns, name, after=step)
-        replaced = csv["spec"].get("replaces")
-        if replaced and self.get("ClusterServiceVersion", ns, replaced) is not None:
-            self.api("ClusterServiceVersion").delete(name=replaced, namespace=ns)
-        for sub in self.api("Subscription").get(namespace=ns).items:
-            sub = sub.to_dict()
-            if (sub.get("status") or {}).get("currentCSV") == name:
-                self._set_sub_status(sub, {"installedCSV": name, "state": "AtLatestKnown", "conditions": []})
-                self.requeue("Subscription", ns, sub["metadata"]["name"])
+        self._succeeded(csv)
