@@ -228,6 +228,8 @@ class DevicePluginSimulator(Simulator):
     # events drop what was read, so a changed knob reaches the nodes it requeues.
     knobs_ttl = 1.0
     workers = 4
+    cached = frozenset({"Node"})
+    status_blind = frozenset({"DaemonSet"})
 
     def __init__(self, kubeconfig: str):
         super().__init__(kubeconfig)
@@ -391,7 +393,8 @@ class DevicePluginSimulator(Simulator):
             body = {"metadata": {"labels": label_patch}}
             if GPUS_ANNOTATION not in annotations:
                 body["metadata"]["annotations"] = {GPUS_ANNOTATION: str(count)}
-            api.patch(name=name, body=body, content_type="application/merge-patch+json")
+            self.remember("Node", api.patch(name=name, body=body, content_type="application/merge-patch+json"))
         if res_patch:
-            api.status.patch(name=name, body={"status": {"capacity": cap_patch, "allocatable": alloc_patch}},
-                             content_type="application/merge-patch+json")
+            self.remember("Node", api.status.patch(
+                name=name, body={"status": {"capacity": cap_patch, "allocatable": alloc_patch}},
+                content_type="application/merge-patch+json"))

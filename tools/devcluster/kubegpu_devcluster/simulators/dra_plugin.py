@@ -196,6 +196,7 @@ class DraPluginSimulator(Simulator):
     watches = {"Node": "v1", "ResourceSlice": API_VERSION, "ConfigMap": "v1"}
     # Every node event reads fail_nodes: once a second at most; the knobs ConfigMap's events drop what was read.
     knobs_ttl = 1.0
+    cached = frozenset({"Node"})   # nodes are only read here
 
     def __init__(self, kubeconfig: str):
         super().__init__(kubeconfig)

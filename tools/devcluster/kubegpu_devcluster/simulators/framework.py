@@ -1,11 +1,13 @@
 """A minimal level-triggered controller runtime on the kubernetes client's watch.
 
 Watch threads turn events into keys on a delay queue; one worker per simulator fetches the object's current
-state and calls ``reconcile(kind, obj)`` (obj is None once deleted). Reconcilers ask for a later look with
+state (or, for the kinds a simulator caches, takes the copy its watch last delivered) and calls
+``reconcile(kind, obj)`` (obj is None once deleted). Reconcilers ask for a later look with
 ``requeue``; that is how simulated processes take time (a CSV installing, a MIG change in progress).
 """
 from __future__ import annotations
 
+import copy
 import heapq
 import json
 import logging
@@ -37,6 +39,33 @@ def heartbeat_free(node: dict) -> int:
     status["conditions"] = [dict((k, v) for k, v in c.items() if k != "lastHeartbeatTime")
                             for c in status.get("conditions") or []]
     return hash(json.dumps([meta, node.get("spec"), status], sort_keys=True))
+
+
+def status_free(obj: dict) -> int:
+    """A fingerprint of an object (decoded JSON) without its status, resourceVersion and managedFields: equal for two
+    versions that differ only by what a controller reports (a DaemonSet's pod counts)."""
+    meta = dict((k, v) for k, v in (obj.get("metadata") or {}).items() if k not in ("resourceVersion", "managedFields"))
+    return hash(json.dumps([meta, obj.get("spec")], sort_keys=True))
+
+
+def _version(obj: dict) -> int:
+    """An object's resourceVersion as a number: the local cluster's are etcd revisions, so a larger one is newer (as
+    client-go's integer mutation cache assumes)."""
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+class Copy:
+    """An object as a watch (or this simulator's own write) last delivered it: what reconcile gets for a cached kind.
+    Only to_dict(), a copy the reconciler may change."""
+
+    def __init__(self, raw: dict):
+        self._raw = raw
+
+    def to_dict(self) -> dict:
+        return copy.deepcopy(self._raw)
 
 
 def client_for(kubeconfig: str) -> DynamicClient:
@@ -100,6 +129,14 @@ class Simulator:
     # Reconciles at once (each key one at a time). More than one for the simulators that stand for one process per
     # node (mig-manager, device plugin): on real nodes a batch's hundred managers work side by side.
     workers = 1
+    # Kinds whose status this simulator never reads: an event that changes only an object's status (a DaemonSet's pod
+    # counts, rewritten by the DaemonSet controller as a roll-out pauses and resumes operands on hundreds of nodes)
+    # wakes no reconcile.
+    status_blind: frozenset = frozenset()
+    # Kinds reconciled from the copy the watch last delivered, as a controller reconciles from its informer's cache,
+    # instead of a GET each time (a roll-out's batch makes thousands of Node reconciles). A reconciler of such a kind
+    # passes what it writes to remember(), so that its next reconcile never acts on the version before its own write.
+    cached: frozenset = frozenset()
 
     def __init__(self, kubeconfig: str):
         self.dyn = client_for(kubeconfig)
@@ -108,6 +145,7 @@ class Simulator:
         self._queued: dict = {}
         self._processing: set = set()   # keys a worker is reconciling now
         self._observed: dict = {}       # key -> when the watch first reported a change not reconciled yet
+        self._cache: dict = {}          # key -> decoded object, for the cached kinds
         self._local = threading.local()
         self._cv = threading.Condition()
         self._stop = threading.Event()
@@ -134,6 +172,33 @@ class Simulator:
         simulator's queue was."""
         return getattr(self._local, "observed", None) or time.monotonic()
 
+    def remember(self, kind: str, written) -> None:
+        """A write's response (the object as written) into the cache of a cached kind."""
+        if kind in self.cached and written is not None:
+            self._store(kind, written.to_dict() if hasattr(written, "to_dict") else written)
+
+    def _store(self, kind: str, raw: dict) -> None:
+        meta = raw.get("metadata") or {}
+        key = (kind, meta.get("namespace") or None, meta.get("name"))
+        with self._cv:
+            old = self._cache.get(key)
+            if old is None or _version(raw) >= _version(old):
+                self._cache[key] = raw
+
+    def _current(self, key: tuple):
+        """What reconcile gets: the cached copy for a cached kind (a GET when the watch has not delivered it yet), else
+        the object as the API server has it now; None once deleted."""
+        kind, namespace, name = key
+        if kind in self.cached:
+            with self._cv:
+                raw = self._cache.get(key)
+            if raw is not None:
+                return Copy(raw)
+        obj = self.get(kind, namespace, name)
+        if obj is not None and kind in self.cached:
+            self._store(kind, obj.to_dict())
+        return obj
+
     def get(self, kind: str, namespace: str | None, name: str):
         try:
             return self.api(kind).get(name=name, namespace=namespace)
@@ -149,17 +214,31 @@ class Simulator:
         # a list (and a reconcile of every object) only at the start and after an error. Listing again every
         # minute made each simulator that watches Nodes reconcile a 1,000-node fleet once a minute, for nothing.
         resume = None
-        seen = {}   # key -> fingerprint of the object as last delivered (Node heartbeats are skipped with it)
+        # key -> fingerprint of the object as last delivered: a Node's kubelet heartbeats, and the status of a
+        # status-blind kind, are skipped with it.
+        seen = {}
+        fingerprint = heartbeat_free if kind == "Node" else status_free if kind in self.status_blind else None
         while not self._stop.is_set():
             try:
                 api = self.api(kind)
                 if resume is None:
                     listing = api.get()
+                    listed = set()
                     for item in listing.items:
                         key = (kind, item.metadata.namespace or None, item.metadata.name)
-                        if kind == "Node":   # the listed version is the one reconciled: its next heartbeat is none
-                            seen[key] = heartbeat_free(item.to_dict())
+                        listed.add(key)
+                        raw = item.to_dict() if fingerprint or kind in self.cached else None
+                        if fingerprint:   # the listed version is the one reconciled: its next heartbeat is none
+                            seen[key] = fingerprint(raw)
+                        if kind in self.cached:
+                            self._store(kind, raw)
                         self.requeue(kind, item.metadata.namespace, item.metadata.name)
+                    with self._cv:   # deleted while no watch ran: reconciled as gone
+                        gone = [k for k in self._cache if k[0] == kind and k not in listed]
+                        for key in gone:
+                            del self._cache[key]
+                    for key in gone:
+                        self.requeue(*key)
                     resume = listing.metadata.resourceVersion
                 for event in self.dyn.watch(api, resource_version=resume, timeout=60):
                     meta = event["object"].metadata
@@ -167,11 +246,17 @@ class Simulator:
                     key = (kind, meta.namespace or None, meta.name)
                     if event["type"] == "DELETED":
                         seen.pop(key, None)
-                    elif kind == "Node":
-                        mark = heartbeat_free(event["raw_object"])
-                        if seen.get(key) == mark:
-                            continue   # a kubelet's status post: only its conditions' heartbeat times moved
-                        seen[key] = mark
+                        if kind in self.cached:
+                            with self._cv:
+                                self._cache.pop(key, None)
+                    else:
+                        if kind in self.cached:
+                            self._store(kind, event["raw_object"])
+                        if fingerprint:
+                            mark = fingerprint(event["raw_object"])
+                            if seen.get(key) == mark:
+                                continue   # a heartbeat, or a status this simulator never reads
+                            seen[key] = mark
                     with self._cv:   # the latest report: a process never starts before the change it acts on
                         self._observed[key] = time.monotonic()
                     self.requeue(kind, meta.namespace, meta.name)
@@ -223,7 +308,7 @@ class Simulator:
                 self._local.observed = self._observed.pop(key, None)
             kind, namespace, name = key
             try:
-                self.reconcile(kind, key, self.get(kind, namespace, name))
+                self.reconcile(kind, key, self._current(key))
             except Exception:  # a conflict or a race with the collection: look again shortly
                 log.exception("%s: reconcile %s failed; retrying", self.name, key)
                 self.requeue(kind, namespace, name, after=0.5)

@@ -139,6 +139,8 @@ class GpuOperatorSimulator(Simulator):
     watches = {"ClusterPolicy": CP, "ClusterServiceVersion": "operators.coreos.com/v1alpha1",
                "Deployment": "apps/v1", "DaemonSet": "apps/v1"}
     extra_kinds = {"Node": "v1"}
+    # Only whether they exist and their spec matter here, not their rollout status.
+    status_blind = frozenset({"Deployment", "DaemonSet"})
 
     def __init__(self, kubeconfig: str):
         super().__init__(kubeconfig)

@@ -172,6 +172,8 @@ class MigManagerSimulator(Simulator):
     # while a node hangs, so a knob set before a run is always seen.
     knobs_ttl = 0.25
     workers = 4
+    cached = frozenset({"Node"})
+    status_blind = frozenset({"DaemonSet"})
 
     def __init__(self, kubeconfig: str):
         super().__init__(kubeconfig)
@@ -203,7 +205,8 @@ class MigManagerSimulator(Simulator):
         meta = {"labels": labels}
         if annotations:
             meta["annotations"] = annotations
-        self.api("Node").patch(name=name, body={"metadata": meta}, content_type="application/merge-patch+json")
+        self.remember("Node", self.api("Node").patch(name=name, body={"metadata": meta},
+                                                     content_type="application/merge-patch+json"))
 
     def reconcile(self, kind, key, obj):
         if kind == "DaemonSet":
