@@ -443,6 +443,7 @@ def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, sta
     stop = min(deadline, start + budget) if budget else deadline
     rnd = _Round(target, predicate, start, started, memory)
     while True:
+        polled = clock()
         observed = target.read(cluster)
         now = clock()
         items = predicate.judge(observed, target)
@@ -462,7 +463,9 @@ def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, sta
                 target.title, now - started, predicate.expected, rnd.last_seen(now)), rnd.progress(now), items, observed)
         if now >= stop:
             return Outcome(False, observed, items, rnd.progress(now), rnd.offsets())
-        sleep(max(0.0, min(interval, stop - now)))
+        # Polls start `interval` apart: the time a poll took (a 1,000-node read, the steps on_poll sent) counts, so
+        # an item's change is seen at most one interval late however slow the reads.
+        sleep(max(0.0, min(polled + interval, stop) - clock()))
 
 
 # -- a shorthand of the node waits (what gpu_node_pools waits for, without its rounds) -------------------------

@@ -227,7 +227,7 @@ class DevicePluginSimulator(Simulator):
     # Read once per second at most (three knobs per node, hundreds of nodes per batch); the knobs ConfigMap's own
     # events drop what was read, so a changed knob reaches the nodes it requeues.
     knobs_ttl = 1.0
-    workers = 4
+    workers = 16
     cached = frozenset({"Node"})
     status_blind = frozenset({"DaemonSet"})
 

@@ -171,7 +171,7 @@ class MigManagerSimulator(Simulator):
     # read when a reconfiguration starts and when it is due (at least mig-manager.seconds later), and every second
     # while a node hangs, so a knob set before a run is always seen.
     knobs_ttl = 0.25
-    workers = 4
+    workers = 16
     cached = frozenset({"Node"})
     status_blind = frozenset({"DaemonSet"})
 

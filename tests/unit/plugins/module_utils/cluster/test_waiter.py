@@ -212,6 +212,31 @@ def test_on_poll_takes_each_items_next_step_between_polls_and_its_verdict_is_jud
     assert stepped == [["a"], ["b"], []] and len(reader.calls) == 3 and outcome.ready
 
 
+def test_polls_start_an_interval_apart_however_long_a_poll_takes():
+    """A slow read (a 1,000-node list) and the steps on_poll sends count in the interval: the next poll starts
+    `interval` after the last one started, at once when the poll took longer."""
+    clock = Clock()
+    starts, sleeps = [], []
+
+    class SlowReader(FakeReader):
+        def get(self, *args, **kwargs):
+            starts.append(clock.now)
+            clock.now += 0.5   # the read
+            return FakeReader.get(self, *args, **kwargs)
+
+    def on_poll(observed, items):
+        clock.now += 0.75 if len(starts) == 1 else 2.5   # the steps sent from the first poll, then a slower batch
+        return items
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        clock.sleep(seconds)
+    reader = SlowReader([policy(None), policy(None), policy("ready")])
+    outcome = wait_for(reader, POLICY, state_ready(), 60, interval=2, clock=clock, sleep=sleep, on_poll=on_poll)
+    assert outcome.ready
+    assert sleeps == [0.75, 0.0] and [s - starts[0] for s in starts] == [0.0, 2.0, 5.0]
+
+
 def test_progress_log_file_gets_each_change(tmp_path, monkeypatch):
     log = tmp_path / "progress.log"
     monkeypatch.setenv(PROGRESS_LOG_ENV, str(log))
