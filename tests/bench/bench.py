@@ -31,7 +31,6 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -320,26 +319,18 @@ def side_by_side(bench: Bench, fleet_file: Path, sample: int | None) -> None:
         [b for b in baseline if b["labels"][POOL_LABEL] == "embed-l40s"], sizes, sample)
 
 
-def hardware_spans(audit: Path, since: int, batch_size: int, prefix: str = "gpu-h100-") -> list:
+def hardware_spans(audit: AuditLog, since: int, batch_size: int, prefix: str = "gpu-h100-") -> list:
     """Per batch of a roll-out, from the audit log: seconds from the batch's first label patch (the collection's)
     to its last allocatable write (the simulated device plugin's) - the simulated hardware's own time, with its
     spread over the batch's nodes. The batches are the nodes in the order of their first patch."""
-    def stamp(event):
-        return datetime.fromisoformat(event["stageTimestamp"].replace("Z", "+00:00")).timestamp()
     first_patch, allocatable = {}, {}
-    with open(audit, "rb") as f:
-        f.seek(since)
-        for line in f:
-            e = json.loads(line)
-            ref = e.get("objectRef") or {}
-            if e.get("stage") != "ResponseComplete" or ref.get("resource") != "nodes" or \
-                    not (ref.get("name") or "").startswith(prefix) or e.get("verb") != "patch":
-                continue
-            user = e["user"]["username"]
-            if user == ADMIN[0]:
-                first_patch.setdefault(ref["name"], stamp(e))
-            elif user.endswith(":device-plugin") and ref.get("subresource") == "status":
-                allocatable[ref["name"]] = stamp(e)
+    for e in audit.events(since, user=None):
+        if e.resource != "nodes" or not e.name.startswith(prefix) or e.verb != "patch":
+            continue
+        if e.user == ADMIN[0]:
+            first_patch.setdefault(e.name, e.at)
+        elif e.user.endswith(":device-plugin") and e.subresource == "status":
+            allocatable[e.name] = e.at
     order = sorted(first_patch, key=first_patch.get)
     spans = []
     for i in range(0, len(order), batch_size):
@@ -372,7 +363,7 @@ def rollout(bench: Bench) -> None:
     print(f"  physical limit: ceil({nodes} / {max_unavailable}) x ({MIG_SECONDS:.0f} s + {REREGISTER_SECONDS:.0f} s) = "
           f"{limit:.0f} s; the roll-out took {took['seconds']:.1f} s = {took['seconds'] / limit:.3f} x the limit",
           flush=True)
-    spans = hardware_spans(bench.audit.path, took["mark"], max_unavailable)
+    spans = hardware_spans(bench.audit, took["mark"], max_unavailable)
     if spans:
         print(f"  the simulated hardware per batch, first patch to last allocatable: "
               f"{', '.join(f'{s:.1f}' for s in spans)} s ({sum(spans):.1f} s in all, {MIG_SECONDS + REREGISTER_SECONDS:.0f} s "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from .cluster import ADMIN
@@ -25,6 +26,7 @@ class Event:
     namespace: str
     name: str
     subresource: str
+    at: float = 0.0   # when the API server completed the response (epoch seconds)
 
     @property
     def is_write(self) -> bool:
@@ -34,6 +36,10 @@ class Event:
         target = "/".join(p for p in (self.namespace, self.resource, self.name) if p)
         sub = f"/{self.subresource}" if self.subresource else ""
         return f"{self.verb} {target}{sub} -> {self.code} by {self.user}"
+
+
+def _epoch(stamp: str | None) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else 0.0
 
 
 class AuditLog:
@@ -71,7 +77,8 @@ class AuditLog:
                 ref = e.get("objectRef") or {}
                 out.append(Event(e.get("verb", ""), who, e.get("requestURI", ""),
                                  (e.get("responseStatus") or {}).get("code", 0), ref.get("resource", ""),
-                                 ref.get("namespace", ""), ref.get("name", ""), ref.get("subresource", "")))
+                                 ref.get("namespace", ""), ref.get("name", ""), ref.get("subresource", ""),
+                                 _epoch(e.get("stageTimestamp"))))
         return out
 
     def writes(self, since: int = 0, user: str | None = ADMIN[0]) -> list:

@@ -167,7 +167,6 @@ def _quiet(recorder, kind, name):
         time.sleep(1.0)
         return len([s for s in recorder.seen if s[:2] == (kind, name)]) == before > 0
     wait_for(still, what=f"the recorder done with {kind} {name}")
-    return len(recorder.seen)
 
 
 def test_a_node_heartbeat_is_not_reconciled_a_label_change_is_from_the_watch_copy(dc, recorder):
