@@ -14,16 +14,16 @@ description:
   - Resolves each pool to its nodes (label selector and, on OpenShift, MachineSets) with list calls, refuses
     overlapping pools and layouts that do not fit the GPU model of every node, then renders the mig-parted
     ConfigMap and the device-plugin ConfigMap (one key per pool, keeping entries it does not own), points the
-    ClusterPolicy at them, labels the nodes and the MachineSet templates, and rolls the change out in batches of
-    C(max_unavailable) nodes per pool, waiting for C(nvidia.com/mig.config.state=success) and for each node's
-    allocatable to match the plan. A node's device plugin config follows its own MIG success, not the batch's
-    slowest node's.
+    ClusterPolicy at them, labels the nodes and the MachineSet templates, and rolls the change out with at most
+    C(max_unavailable) nodes per pool in flight, waiting for C(nvidia.com/mig.config.state=success) and for each
+    node's allocatable to match the plan. The next node starts as soon as one in flight is done (as a DaemonSet's
+    rolling update), and a node's device plugin config follows its own MIG success, not the slowest node's.
   - Plans every object it writes before the first write (returned in RV(plan), key C(objects), and per-node steps), and
     refuses, before anything is written, overlapping pools, layouts that do not fit, unknown MachineSets, GPU pods
     in the way and a node whose MIG change failed on the config wanted again. A pool that selects no node writes
     nothing for itself.
-  - Stops at the first node that fails, after the rest of its batch finished; names it, its state, the nodes it
-    uncordoned and every node not started. Later batches and later pools are not started.
+  - Stops at the first node that fails, after the nodes in flight finished; names it, its state, the nodes it
+    uncordoned and every node not started. No further node, of its pool or of later pools, is started.
   - Restarts the device-plugin DaemonSet exactly once per change of its effective configuration, because the
     device plugin does not re-read its ConfigMap otherwise (gpu-operator#1144); what it last read is recorded in
     the ClusterPolicy annotation C(kubegpu.io/device-plugin-config), so the decision holds across runs.
@@ -162,10 +162,25 @@ options:
     default: true
   limit_nodes:
     description:
-      - Change only these nodes (the ConfigMaps, ClusterPolicy and MachineSets are always reconciled). The
+      - Start only these nodes (the ConfigMaps, ClusterPolicy and MachineSets are always reconciled). The
         C(node_pools) role uses it to roll out batch by batch with progress in the job output.
     type: list
     elements: str
+  carry_nodes:
+    description:
+      - Nodes an earlier call started (the C(node_pools) role passes the batch before this one) - carried on (their
+        device plugin step, their wait) and counted against C(max_unavailable) before a node of O(limit_nodes) starts,
+        each of which starts as soon as one of them is done.
+    type: list
+    elements: str
+  return_when:
+    description:
+      - V(done) waits until every node is done. V(started) returns once every node of O(limit_nodes) has started and
+        every node of O(carry_nodes) is done - the next call carries the started ones on (the C(node_pools) role, for
+        every batch but a pool's last).
+    type: str
+    choices: [done, started]
+    default: done
   wait:
     description:
       - Wait for every changed node to finish (MIG state success and allocatable as planned).
@@ -174,8 +189,8 @@ options:
     type: bool
     default: true
   timeout:
-    description: Seconds to wait for one batch of nodes (from O(wait_started) when set), and for the operands to mount
-      the new ConfigMaps.
+    description: Seconds one call waits for its nodes (from O(wait_started) when set; without O(limit_nodes), per batch
+      of C(max_unavailable) nodes of a pool), and for the operands to mount the new ConfigMaps.
     type: int
     default: 900
   parallel_writes:
@@ -302,6 +317,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait impo
     wait_for,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import CLUSTER_POLICY_API
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_plugin_config import MIG
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     DEVICE_PLUGIN_CONFIG_ANNOTATION,
     DEVICE_PLUGIN_DAEMONSET,
@@ -326,7 +342,12 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_wri
     plan_writes,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import FAILED as NODE_FAILED
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import DONE, node_progress
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import (
+    DONE,
+    Window,
+    began,
+    node_progress,
+)
 
 MACHINESET_API = "machine.openshift.io/v1beta1"
 NOTHING_WRITTEN = " Nothing was written."
@@ -422,62 +443,74 @@ def patch_node(module, name, labels, annotations, current):
 
 
 def roll_out(module, seen, plan, busy, changes):
-    """Roll the plan's steps (one batch each, pools in order, then released nodes) out; stop at the first
-    failed batch. Returns (rollout, failure message or None)."""
-    limit = set(module.params["limit_nodes"] or [])
+    """Roll the plan out pool by pool (pools in order, then released nodes), each pool through a Window of
+    max_unavailable nodes; stop at the first failed node. With limit_nodes only those start (the role's batch), and
+    carry_nodes (the role's batch before) are carried on first. Returns (rollout, failure message or None)."""
+    params = module.params
+    limit = set(params["limit_nodes"] or [])
+    carry = set(params["carry_nodes"] or [])
     current = dict((n["metadata"]["name"], {"labels": dict(n["metadata"].get("labels") or {}),
                                             "annotations": dict(n["metadata"].get("annotations") or {})})
                    for n in seen["nodes"])
-    entries = dict((entry["name"], entry) for entry in plan["pools"])
-    entries[RELEASED] = plan["released"]
+    entries = list(plan["pools"]) + [dict(plan["released"], name=RELEASED)]
     rollout = {}
-    steps = plan["steps"]
-    for index, step in enumerate(steps):
-        batch = [n for n in step["nodes"] if not limit or n in limit]
-        if not batch:
+    for index, entry in enumerate(entries):
+        order = [n for batch in entry["batches"] for n in batch]
+        start = [n for n in order if (not limit or n in limit) and n not in carry]
+        carried = [n for n in order if n in carry]
+        if not start and not carried:
             continue
-        failure = roll_batch(module, entries[step["pool"]], step, batch, current, busy, changes, rollout)
+        failure, unstarted = roll_pool(module, entry, start, carried, current, busy, changes, rollout)
         if failure:
-            return rollout, failure + " " + not_started(steps[index + 1:])
+            left = [(entry["name"], unstarted + [n for n in order if n not in start and n not in carried])]
+            left += [(e["name"], [n for batch in e["batches"] for n in batch]) for e in entries[index + 1:]]
+            return rollout, failure + " " + not_started(left)
     return rollout, None
 
 
-def not_started(steps):
-    """What a halted roll-out leaves as it was: the later batches, grouped by pool."""
-    by_pool = []
-    for step in steps:
-        if by_pool and by_pool[-1][0] == step["pool"]:
-            by_pool[-1][1].extend(step["nodes"])
-        else:
-            by_pool.append((step["pool"], list(step["nodes"])))
+def not_started(by_pool):
+    """What a halted roll-out leaves as it was: [(pool, nodes)] in roll-out order."""
+    by_pool = [(pool, nodes) for pool, nodes in by_pool if nodes]
     if not by_pool:
-        return "No batch was left to start."
+        return "No node was left to start."
     return "Not started, their labels left as they were: {0}. Run again once the cause is fixed: nodes already " \
         "done are not changed again.".format("; ".join(
             "pool {0}: {1}".format(pool, ", ".join(nodes)) for pool, nodes in by_pool))
 
 
-def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
-    """Change one batch in two steps per node, each waited for: its MIG geometry, then its device plugin config.
+def roll_pool(module, entry, start, carried, current, busy, changes, rollout):
+    """Change nodes of one pool in two steps per node, each waited for: its MIG geometry, then its device plugin
+    config; at most max_unavailable nodes in flight (planning/rollout.py, Window).
 
-    A node's device plugin config (and with it the MIG strategy) switches only once its own geometry is in place:
-    a node whose MIG change fails keeps its old, consistent configuration instead of advertising an invalid one
-    (gpu-operator#460). Each node takes its second step as soon as a poll shows its MIG state success, not after
-    the batch's slowest node: a batch lasts as long as its slowest node's reconfiguration and re-registration, not
-    the slowest reconfiguration and then the slowest re-registration. Without a wait (wait: false) nothing comes
-    between the two steps, so they are one patch. Every node of the batch is waited for, even after one failed,
-    and every node the batch cordoned (or an earlier run's drain left cordoned) is uncordoned before it returns.
-    Returns a failure message or None.
+    A node starts as soon as a node in flight is done, not once the slowest node of a batch is: a pool takes its
+    nodes' own times, not its batches' slowest ones. A node's device plugin config (and with it the MIG strategy)
+    switches only once its own geometry is in place: a node whose MIG change fails keeps its old, consistent
+    configuration instead of advertising an invalid one (gpu-operator#460). Without a wait (wait: false) nothing
+    comes between the two steps, so they are one patch, and every node starts at once.
+
+    carried: nodes an earlier call started (the role's batch before), carried on first and counted in flight. With
+    return_when=started the call ends once every node of `start` has started and every carried node is done: the
+    next call carries them on. The first failed node halts the window: nothing more starts, the nodes in flight are
+    still waited for, and every node this call cordoned (or an earlier run's drain left cordoned) is uncordoned.
+    Returns (failure message or None, the nodes of `start` never started).
     """
     params, check = module.params, module.check_mode
     node_changes = entry["node_changes"]
-    name = step["pool"]
-    # Limited to one batch (the role), the plan's batch numbers count what is left, not what the job showed.
-    title = "pool '{0}': batch {1}/{2} ({3})".format(name, step["batch"], step["batches"], ", ".join(batch)) \
-        if not params["limit_nodes"] else "pool '{0}' ({1})".format(name, ", ".join(batch))
+    name = entry["name"]
     waiting = params["wait"] and not check
     one_patch = not params["wait"]
-    cordoned = [n for n in batch if node_changes[n]["uncordon"]]
+    until_started = waiting and params["return_when"] == "started"
+    if params["limit_nodes"]:
+        title = "pool '{0}' ({1}{2})".format(name, ", ".join(start), "; carried on: " + ", ".join(carried) if carried else "")
+    else:
+        title = "pool '{0}' ({1} nodes, {2} at a time)".format(name, len(start) + len(carried), entry["batch_size"])
+    mig_pool = entry.get("strategy") == MIG
+    window = Window(entry["batch_size"] if waiting else len(start) + len(carried),
+                    carried + [n for n in start if began(node_changes[n], mig_pool)], start)
+    cordoned = [n for n in start + carried if node_changes[n]["uncordon"]]
+    expectations = {}   # the nodes started (or carried on): what the wait judges, growing as nodes start
+    held = set()        # the nodes whose device plugin step waits for their MIG state success
+    handed_on = set()   # started nodes this call leaves in flight for the next (return_when=started)
     failure = None
 
     def first_step(node):
@@ -494,11 +527,20 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
         notes = {} if change["mig_step"] else change["annotations"]
         return patch_node(module, node, change["device_plugin_step"], notes, current[node])
 
-    # The nodes whose device plugin step waits for their MIG state success.
-    held = set(n for n in batch if node_changes[n]["wait_mig"]) if waiting else set()
+    def launch(nodes):
+        """The nodes' next steps, side by side (the nodes are independent): the MIG step, then the device plugin
+        step of each node that does not wait for its MIG state."""
+        side_by_side(module, changes, [(lambda n=n: first_step(n)) for n in nodes
+                                       if node_changes[n]["mig_step"] or one_patch])
+        if waiting:
+            held.update(n for n in nodes if node_changes[n]["wait_mig"])
+        if not one_patch:
+            side_by_side(module, changes, [(lambda n=n: device_plugin_step(n)) for n in nodes if n not in held])
+        expectations.update((n, node_changes[n]) for n in nodes)
 
     def advance(observed, items):
-        """Between polls: the device plugin step of each held node whose MIG geometry is now in place."""
+        """Between polls: the device plugin step of each held node whose MIG geometry is now in place; then the
+        next nodes into the slots of those done."""
         by_name = dict((n["metadata"]["name"], n) for n in observed or [])
         due = []
         for node in sorted(held):
@@ -515,20 +557,36 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
             for node in due:
                 # Judged from a read before its device plugin step: the verdict waits for the next poll.
                 items[node] = (WAITING, "device plugin config set")
+        window.settle([n for n, (s, _d) in items.items() if s == READY],
+                      [n for n, (s, _d) in items.items() if s == WAIT_FAILED])
+        begin = window.take()
+        if begin:
+            launch(begin)
+            for node in begin:
+                items[node] = (WAITING, "started")
+        handed_on.clear()
+        if until_started and not window.halted and not window.queue:
+            for node in start:
+                if items.get(node, (None,))[0] == WAITING:
+                    items[node] = (READY, "started, carried on by the next batch: " + items[node][1])
+                    handed_on.add(node)
         return items
 
     try:
-        # The nodes of a batch are independent: their patches (and drains) go side by side.
-        side_by_side(module, changes, [(lambda n=n: first_step(n)) for n in batch
-                                       if node_changes[n]["mig_step"] or one_patch])
-        if not one_patch:
-            side_by_side(module, changes, [(lambda n=n: device_plugin_step(n)) for n in batch if n not in held])
+        launch(list(window.in_flight))
+        launch(window.take())
         if waiting:
-            # Listed by pool label once every node of the batch carries it (a MIG node gets it with its first step).
-            labelled = name != RELEASED and all(current[n]["labels"].get(POOL_LABEL) == name for n in batch)
-            failure = wait_batch(module, title, dict((n, node_changes[n]) for n in batch),
-                                 "{0}={1}".format(POOL_LABEL, name) if labelled else None, rollout, name,
-                                 on_poll=advance)
+            # Listed by pool label once every node carries it (a MIG node gets it with its first step).
+            labelled = name != RELEASED and all(current[n]["labels"].get(POOL_LABEL) == name for n in start + carried)
+            # A call limited to a batch waits `timeout`; a whole pool, `timeout` per batch of max_unavailable nodes.
+            batches = 1 if params["limit_nodes"] else -(-(len(start) + len(carried)) // window.size)
+            failure = wait_batch(module, title, expectations, "{0}={1}".format(POOL_LABEL, name) if labelled else None,
+                                 rollout, name, params["timeout"] * batches, on_poll=advance)
+            for node in handed_on:
+                if node in rollout.get(name, {}):
+                    rollout[name][node]["state"] = "started"
+            # Handed on mid-change: a drained node stays cordoned (marked) until the call that finishes it.
+            cordoned = [n for n in cordoned if n not in handed_on]
     except ClusterError as err:
         failure = "{0}: {1}".format(title, err)
     except RoundOver:
@@ -541,16 +599,17 @@ def roll_batch(module, entry, step, batch, current, busy, changes, rollout):
             side_by_side(module, [], [(lambda n=n: uncordon_node(module.cluster, n)) for n in cordoned])
             if failure:
                 failure += " Uncordoned again: {0}.".format(", ".join(cordoned))
-    return failure
+    return failure, list(window.queue)
 
 
-def wait_batch(module, title, expectations, selector, rollout, pool, on_poll=None):
-    """Wait for the nodes (the one waiter, one Node list per poll); record their states in rollout.
+def wait_batch(module, title, expectations, selector, rollout, pool, timeout, on_poll=None):
+    """Wait for the nodes (the one waiter, one Node list per poll); record their states in rollout. `expectations`
+    may grow between polls (on_poll starts nodes): the predicate judges what it holds at each poll.
 
     Returns a failure message or None; raises RoundOver when this call's round ran out first."""
     target = Target("v1", "Node", label_selector=selector, names=sorted(expectations), title=title)
     try:
-        outcome = wait_for(module.cluster, target, node_changes(expectations), module.params["timeout"], interval=1.0,
+        outcome = wait_for(module.cluster, target, node_changes(expectations), timeout, interval=1.0,
                            raise_on_failure=False, on_poll=on_poll, **module.wait_policy())
     except WaitTimeout as err:
         return str(err)
@@ -567,7 +626,7 @@ def wait_batch(module, title, expectations, selector, rollout, pool, on_poll=Non
     done = sorted(n for n in outcome.items if n not in failed)
     return "{0}: node {1} failed: {2}. Its device plugin config was left as it was.{3}".format(
         title, ", ".join(failed), "; ".join(outcome.items[n][1] for n in failed),
-        " Done in this batch: {0}.".format(", ".join(done)) if done else "")
+        " Done: {0}.".format(", ".join(done)) if done else "")
 
 
 def plan_run(module):
@@ -699,6 +758,8 @@ def main():
             "drain_gpu_pods": {"type": "bool", "default": False},
             "label_nodes": {"type": "bool", "default": True},
             "limit_nodes": {"type": "list", "elements": "str"},
+            "carry_nodes": {"type": "list", "elements": "str"},
+            "return_when": {"type": "str", "default": "done", "choices": ["done", "started"]},
             "wait": {"type": "bool", "default": True},
             "timeout": {"type": "int", "default": 900},
             "parallel_writes": {"type": "int", "default": DEFAULT_PARALLEL_WRITES},

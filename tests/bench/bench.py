@@ -131,7 +131,7 @@ class Bench:
     def measure(self, label: str, cmd: list, peak: str | None = None) -> dict:
         self.settle()
         mark = self.audit.mark()
-        t0 = time.monotonic()
+        t0, started = time.monotonic(), time.time()
         if peak:
             with Peak(peak) as memory:
                 proc = subprocess.run(cmd, cwd=REPO, env=self.env(), capture_output=True, text=True, check=False)
@@ -142,7 +142,8 @@ class Bench:
         events = self.audit.events(mark)
         writes = [e for e in events if e.is_write]
         out = {"seconds": took, "requests": len(events), "writes": len(writes), "rc": proc.returncode,
-               "peak_mib": memory.kib / 1024 if memory else None, "mark": mark}
+               "peak_mib": memory.kib / 1024 if memory else None, "mark": mark, "started": started,
+               "ended": started + took}
         failed = proc.returncode != 0
         out["tasks"] = task_seconds(proc.stdout)
         print(f"  {label:<58} {took:8.1f} s {len(events):6d} requests {len(writes):6d} writes"
@@ -319,10 +320,9 @@ def side_by_side(bench: Bench, fleet_file: Path, sample: int | None) -> None:
         [b for b in baseline if b["labels"][POOL_LABEL] == "embed-l40s"], sizes, sample)
 
 
-def hardware_spans(audit: AuditLog, since: int, batch_size: int, prefix: str = "gpu-h100-") -> list:
-    """Per batch of a roll-out, from the audit log: seconds from the batch's first label patch (the collection's)
-    to its last allocatable write (the simulated device plugin's) - the simulated hardware's own time, with its
-    spread over the batch's nodes. The batches are the nodes in the order of their first patch."""
+def rollout_times(audit: AuditLog, since: int, prefix: str = "gpu-h100-") -> dict:
+    """A roll-out's times from the audit log: per node, its first label patch (the collection's) and its last
+    allocatable write (the simulated device plugin's); the window from the first patch to the last write."""
     first_patch, allocatable = {}, {}
     for e in audit.events(since, user=None):
         if e.resource != "nodes" or not e.name.startswith(prefix) or e.verb != "patch":
@@ -331,13 +331,12 @@ def hardware_spans(audit: AuditLog, since: int, batch_size: int, prefix: str = "
             first_patch.setdefault(e.name, e.at)
         elif e.user.endswith(":device-plugin") and e.subresource == "status":
             allocatable[e.name] = e.at
-    order = sorted(first_patch, key=first_patch.get)
-    spans = []
-    for i in range(0, len(order), batch_size):
-        batch = order[i:i + batch_size]
-        if all(n in allocatable for n in batch):
-            spans.append(max(allocatable[n] for n in batch) - min(first_patch[n] for n in batch))
-    return spans
+    nodes = sorted(n for n in first_patch if n in allocatable)
+    if not nodes:
+        return {}
+    per_node = sorted(allocatable[n] - first_patch[n] for n in nodes)
+    return {"first": min(first_patch[n] for n in nodes), "last": max(allocatable[n] for n in nodes),
+            "per_node": per_node}
 
 
 def rollout(bench: Bench) -> None:
@@ -363,13 +362,15 @@ def rollout(bench: Bench) -> None:
     print(f"  physical limit: ceil({nodes} / {max_unavailable}) x ({MIG_SECONDS:.0f} s + {REREGISTER_SECONDS:.0f} s) = "
           f"{limit:.0f} s; the roll-out took {took['seconds']:.1f} s = {took['seconds'] / limit:.3f} x the limit",
           flush=True)
-    spans = hardware_spans(bench.audit, took["mark"], max_unavailable)
-    if spans:
-        print(f"  the simulated hardware per batch, first patch to last allocatable: "
-              f"{', '.join(f'{s:.1f}' for s in spans)} s ({sum(spans):.1f} s in all, {MIG_SECONDS + REREGISTER_SECONDS:.0f} s "
-              f"each if every node of a batch started and ended together); the rest of the run, "
-              f"{took['seconds'] - sum(spans):.1f} s, is the playbook's own: plan, module calls between batches, finish",
-              flush=True)
+    times = rollout_times(bench.audit, took["mark"])
+    if times:
+        per_node = times["per_node"]
+        print(f"  from the audit log: the plan and the first module call until the first label patch "
+              f"{times['first'] - took['started']:.1f} s; the roll-out's window, first patch to last allocatable, "
+              f"{times['last'] - times['first']:.1f} s; the finish after it {took['ended'] - times['last']:.1f} s. "
+              f"Per node, its first patch to its allocatable: min {per_node[0]:.1f}, median "
+              f"{per_node[len(per_node) // 2]:.1f}, max {per_node[-1]:.1f} s ({MIG_SECONDS + REREGISTER_SECONDS:.0f} s of "
+              f"simulated hardware; the rest is the device-plugin step's lag and the simulators' own)", flush=True)
     bench.knobs(FAST)
 
 

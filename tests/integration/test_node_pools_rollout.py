@@ -128,7 +128,8 @@ def test_failed_node_halts_its_pool_and_the_pools_after_it(operator):
     out, stats, dummy = _play(dc, changed)
     assert stats["failures"] == 1
     (name, msg), = _failure(out)
-    assert "pool llm-h100: batch 1/2 (gpu-h100-000)" in name
+    # Batch 1's task ends once its node has started; batch 2's carries it on, and its node waits for the slot.
+    assert "pool llm-h100: batch 2/2 (gpu-h100-001)" in name
     assert "node gpu-h100-000 failed" in msg and "mig.config.state=failed" in msg
     assert "Not started" in msg and "pool llm-h100: gpu-h100-001" in msg and "pool embed-l40s" in msg
     writes = dc.audit.writes(mark)
@@ -137,7 +138,7 @@ def test_failed_node_halts_its_pool_and_the_pools_after_it(operator):
         assert _node_writes(writes, node) == [], node
         assert node_labels(dc, node) == before[node], node
     batch_tasks = [n for n, dummy in _results(out) if "batch" in n]
-    assert len(batch_tasks) == 1, batch_tasks
+    assert len(batch_tasks) == 2, batch_tasks
     dc.clear_knobs()
     _converge(dc)                                   # the failed node comes back with the layout it had
 
@@ -300,6 +301,54 @@ def test_each_node_takes_its_device_plugin_step_once_its_own_mig_is_done(operato
         assert stats["changed"] == 0 and dc.audit.writes(mark) == [], _failure(out)
 
 
+def test_a_node_starts_as_soon_as_a_slot_is_free_not_when_its_batch_is_done(operator):
+    """max_unavailable 2 over three MIG nodes, one of them hanging: the third node (the second batch) starts as soon
+    as the fast node of the first batch is done, while the slow one is still pending (a sliding window, as a
+    DaemonSet's rolling update), and the run ends once the slow one is done too."""
+    dc = operator
+    _converge(dc, SINGLE)
+    wide = [dict(POOLS[0], max_unavailable=2, sharing={"strategy": "mig", "mig": {"layout": "all-balanced"}},
+                 selector={"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                                 "values": ["p5.48xlarge", "p5e.48xlarge"]}]})] + POOLS[1:]
+    dc.knobs({"mig-manager.hang_nodes": "gpu-h100-001"})
+    proc = subprocess.Popen(["ansible-playbook", PLAYBOOK, *_vars(wide)], cwd=REPO, env=dc.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        def h200_reconfigured():
+            h200, h100 = node_labels(dc, "gpu-h200-000"), node_labels(dc, "gpu-h100-000")
+            return (h200.get("nvidia.com/mig.config", "").startswith("kubegpu-llm-h100-") and
+                    h200.get("nvidia.com/mig.config") == h100.get("nvidia.com/mig.config") and
+                    h200.get("nvidia.com/mig.config.state") == "success")
+        wait_for(h200_reconfigured, timeout=120, interval=0.2,
+                 what="gpu-h200-000 (batch 2) reconfigured while gpu-h100-001 hangs")
+        assert node_labels(dc, "gpu-h100-001")["nvidia.com/mig.config.state"] == "pending", (
+            node_labels(dc, "gpu-h100-001"), node_labels(dc, "gpu-h200-000"))
+        assert node_labels(dc, "gpu-h100-000")["nvidia.com/mig.config.state"] == "success"
+        assert proc.poll() is None, "the run ended with a node still pending"
+    except BaseException:
+        kill_playbook(proc)
+        raise
+    finally:
+        dc.clear_knobs()
+    stdout, stderr = proc.communicate(timeout=120)
+    out = json.loads(stdout)
+    assert out["stats"]["localhost"]["failures"] == 0, _failure(out)
+    batches = [(name, r) for name, r in _results(out) if "Roll out pool llm-h100" in name]
+    assert len(batches) == 2 and "batch 1/2 (gpu-h100-000, gpu-h100-001)" in batches[0][0], batches
+    assert "batch 2/2 (gpu-h200-000)" in batches[1][0], batches
+    # The first batch's task handed its nodes on once started; the last one carried them on and waited for every
+    # node (gpu-h100-000 may have been done before it began: then it is not in its result).
+    first, last = (r["rollout"]["llm-h100"] for dummy, r in batches)
+    assert {n: v["state"] for n, v in first.items()} == {"gpu-h100-000": "started", "gpu-h100-001": "started"}, first
+    assert {"gpu-h100-001", "gpu-h200-000"} <= set(last) and {v["state"] for v in last.values()} == {"done"}, last
+    for node in ("gpu-h100-000", "gpu-h100-001", "gpu-h200-000"):
+        assert node_labels(dc, node)["nvidia.com/mig.config"] == node_labels(dc, "gpu-h100-000")["nvidia.com/mig.config"]
+    mark = dc.audit.mark()
+    out, stats, dummy = _play(dc, wide)
+    assert stats["changed"] == 0 and dc.audit.writes(mark) == [], _failure(out)
+    _converge(dc)                                   # gpu-h200-000 leaves the pool again (released)
+
+
 def test_without_a_wait_each_node_is_one_patch(operator):
     """wait: false - nothing comes between a node's MIG and device plugin steps, so they are one patch a node; the
     hardware then catches up on its own and the next run waits for it and writes nothing more to the nodes."""
@@ -415,8 +464,8 @@ def test_run_killed_midway_is_converged_by_the_next(operator, point):
 
 
 def test_batches_wait_in_rounds_with_progress_and_report_the_change(operator):
-    """A MIG change slower than a round: each batch task is called again until its nodes are done, prints a progress
-    line per round, and its last round still reports the change the first round made."""
+    """A MIG change slower than a round: the last batch's task is called again until every node is done, prints a
+    progress line per round, and its last round still reports the change the first round made."""
     dc = operator
     _converge(dc)
     dc.knobs({"mig-manager.seconds": "4"})
@@ -424,15 +473,21 @@ def test_batches_wait_in_rounds_with_progress_and_report_the_change(operator):
     out = json.loads(proc.stdout)
     assert out["stats"]["localhost"]["failures"] == 0, _failure(out)
     rounds = [line for line in proc.stderr.splitlines() if line.startswith("[localhost] waiting ")]
-    assert any("gpu-h100-000" in line and "mig.config.state" in line for line in rounds), proc.stderr[-3000:]
+    # gpu-h100-001 starts in the last batch's task, once gpu-h100-000 is done, and is pending for 4 s
+    assert any("gpu-h100-001" in line and "mig.config.state" in line for line in rounds), proc.stderr[-3000:]
     batches = [(name, r) for name, r in _results(out) if "Roll out pool llm-h100" in name]
-    assert batches and all(r["changed"] and r["ready"] and r["attempts"] > 1 for dummy, r in batches), batches
+    assert len(batches) == 2 and all(r["changed"] and r["ready"] for dummy, r in batches), [
+        (name, r["changed"], r["ready"], r["attempts"]) for name, r in batches]
+    (first_name, first), (last_name, last) = batches
+    # The first batch's task ends once its node has started; the last one is called again until every node is done.
+    assert first["rollout"]["llm-h100"]["gpu-h100-000"]["state"] == "started", first["rollout"]
+    assert last["attempts"] > 1 and last["rollout"]["llm-h100"]["gpu-h100-001"]["state"] == "done", last["rollout"]
     for name, result in batches:
-        # The batch's node, from the task's title ("... batch 1/2 (gpu-h100-000)"): the last call's progress may be
-        # the operands' wait (checked first on every call) when the node was done before its node wait began.
+        # The batch's node, from the task's title ("... batch 1/2 (gpu-h100-000)"); the last task may first have
+        # sent the device plugin step of the node it carried on.
         node = name.rsplit("(", 1)[-1].rstrip(")")
-        assert [c["key"] for c in result["changes"]][:1] == ["Node/" + node], (name, result["changes"][:1])
-        # Every round's progress lines are kept, the node's among them (its last round may have had no node wait).
+        assert "Node/" + node in [c["key"] for c in result["changes"]], (name, result["changes"])
+        # Every round's progress lines are kept, the node's among them.
         assert any(node in line for line in result["progress"]["lines"]), result["progress"]
     nodes = {n.metadata.name: n for n in dc.admin.resources.get(api_version="v1", kind="Node").get().items}
     assert not any(nodes[n].spec.unschedulable for n in ("gpu-h100-000", "gpu-h100-001"))

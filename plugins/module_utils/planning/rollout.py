@@ -49,3 +49,48 @@ def node_progress(node, change):
     if missing:
         return PENDING, "allocatable " + ", ".join(missing)
     return DONE, "ready"
+
+
+def began(change, mig_pool):
+    """Whether an earlier call began this node's change, so that it counts against max_unavailable at once.
+
+    Midway (change["resume"]): MIG change pending, cordoned by our drain, or allocatable not caught up. And in a MIG
+    pool a node whose geometry is in place while its device plugin config is not: an earlier call's MIG step
+    succeeded and its device plugin step is due now (a node that changes nothing but its device plugin config looks
+    the same, and a MIG node leaving for a pool without MIG cannot be told from a node whose time-slicing changes:
+    those start as fresh nodes do, when a slot is free).
+    """
+    if change.get("resume"):
+        return True
+    return bool(mig_pool and not change.get("mig_step") and change.get("device_plugin_step"))
+
+
+class Window(object):
+    """A pool's nodes in flight, at most `size` at once (max_unavailable), as a DaemonSet's rolling update keeps them:
+    the next node starts as soon as one in flight is done, not once the slowest node of a batch is.
+
+    in_flight: started (by an earlier call, or by this one) and not judged done yet; queue: not started, in the order
+    they start. Once halted (a node failed) nothing more starts.
+    """
+
+    def __init__(self, size, in_flight, queue):
+        self.size = max(1, int(size))
+        self.in_flight = list(in_flight)
+        self.queue = [n for n in queue if n not in self.in_flight]
+        self.halted = False
+
+    def settle(self, done, failed=()):
+        """Nodes judged done leave the window; a failed node halts it (it stays in flight: its GPUs are not back)."""
+        done = set(done)
+        self.in_flight = [n for n in self.in_flight if n not in done]
+        if failed:
+            self.halted = True
+
+    def take(self):
+        """The nodes to start now, moved in flight: as many as there are free slots, none once halted."""
+        if self.halted:
+            return []
+        free = max(0, self.size - len(self.in_flight))
+        start, self.queue = self.queue[:free], self.queue[free:]
+        self.in_flight.extend(start)
+        return start

@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning import names
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import plan_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import began
 
 from pool_builders import H100, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
 
@@ -133,3 +134,15 @@ def test_labels_of_the_old_geometry_during_a_pending_change_do_not_mislead():
     assert plan["pools"][0]["node_changes"]["h1"]["allocatable_after"]["nvidia.com/mig-3g.40gb"] == 8
     unrecorded = stopped_after_mig_step("pending", H100 + "-MIG-1g.10gb", "56")
     assert unrecorded["pools"][0]["node_changes"]["h1"]["allocatable_after"] is None
+
+
+def test_what_an_earlier_call_began_counts_against_max_unavailable_at_once():
+    fresh, dummy = first()
+    assert began(fresh["pools"][0]["node_changes"]["h1"], mig_pool=True) is False
+    # its MIG step done, its device plugin step due: in flight, whatever mig-manager said
+    for state in ("pending", "success"):
+        midway = stopped_after_mig_step(state, H100, "8", {COUNT: "8"})
+        assert began(midway["pools"][0]["node_changes"]["h1"], mig_pool=True) is True, state
+    # a device plugin config change alone, outside a MIG pool, is a fresh start (time-slicing replicas)
+    success = stopped_after_mig_step("success", H100, "8", {COUNT: "8"})
+    assert began(success["pools"][0]["node_changes"]["h1"], mig_pool=False) is False

@@ -5,7 +5,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import node_progress
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import Window, node_progress
 
 CHANGE = {"mig_change": True, "allocatable_after": {"nvidia.com/mig-1g.10gb": 16, "nvidia.com/gpu": 0}}
 
@@ -34,3 +34,32 @@ def test_time_slicing_progress_needs_only_allocatable():
     change = {"mig_change": False, "allocatable_after": {"nvidia.com/gpu": 16}}
     assert node_progress(node({}, {"nvidia.com/gpu": "4"}), change)[0] == "pending"
     assert node_progress(node({}, {"nvidia.com/gpu": "16", "cpu": "8"}), change) == ("done", "ready")
+
+
+def test_window_starts_a_node_as_soon_as_one_in_flight_is_done():
+    window = Window(2, in_flight=["a"], queue=["a", "b", "c", "d"])
+    assert window.queue == ["b", "c", "d"]            # a node already in flight is not started twice
+    assert window.take() == ["b"] and window.take() == []
+    window.settle(["a"])
+    assert window.take() == ["c"] and window.in_flight == ["b", "c"]
+    window.settle(["b", "c"])
+    assert window.take() == ["d"] and window.queue == []
+
+
+def test_window_over_full_from_an_earlier_call_starts_nothing_until_below_its_size():
+    window = Window(1, in_flight=["a", "b"], queue=["c"])
+    window.settle(["a"])
+    assert window.take() == []
+    window.settle(["b"])
+    assert window.take() == ["c"]
+
+
+def test_a_failed_node_halts_the_window_and_keeps_its_slot():
+    window = Window(2, in_flight=["a", "b"], queue=["c", "d"])
+    window.settle(["a"], failed=["b"])
+    assert window.halted and window.take() == [] and window.queue == ["c", "d"]
+    assert window.in_flight == ["b"]
+
+
+def test_window_size_is_at_least_one():
+    assert Window(0, in_flight=[], queue=["a", "b"]).take() == ["a"]
