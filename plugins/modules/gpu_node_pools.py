@@ -645,7 +645,8 @@ def plan_run(module):
     try:
         plan = plan_pools(pools, seen["nodes"],
                           ((cms.get(params["mig_configmap"]) or {}).get("data") or {}).get("config.yaml"),
-                          (cms.get(params["device_plugin_configmap"]) or {}).get("data"))
+                          (cms.get(params["device_plugin_configmap"]) or {}).get("data"),
+                          rolling=set(params["limit_nodes"] or []) | set(params["carry_nodes"] or []))
         if problems:
             machineset_writes(plan, pools, seen["machinesets"])
         else:

@@ -156,7 +156,7 @@ class _NodeFacts:
 # The plan: plan_pools
 # ---------------------------------------------------------------------------------------------
 
-def plan_pools(pools, nodes, existing_mig_config_yaml=None, existing_device_plugin_data=None):
+def plan_pools(pools, nodes, existing_mig_config_yaml=None, existing_device_plugin_data=None, rolling=()):
     """Return the JSON-serialisable plan that takes the nodes to their pools' sharing.
 
     pools: Pools from parse_pools, or the raw list (parsed here). nodes: every Node of the
@@ -181,7 +181,9 @@ def plan_pools(pools, nodes, existing_mig_config_yaml=None, existing_device_plug
 
     A plan over nodes already at their labels, with the configs this plan rendered, has no
     changes and renders the same text. Raises PoolError, before anything is planned, when a
-    pool does not fit a node.
+    pool does not fit a node, or when a node's MIG change failed on the config the plan wants
+    again, unless the node is in `rolling`: nodes this run's roll-out started (the role's batch
+    calls name them), whose failure is the roll-out's to report, not a refusal.
     """
     if pools is None or not all(isinstance(pool, Pool) for pool in pools):
         pools = parse_pools(pools)
@@ -190,7 +192,7 @@ def plan_pools(pools, nodes, existing_mig_config_yaml=None, existing_device_plug
     selected = resolve_pools(pools, nodes)
     entries, mig_configs, device_plugin_texts = [], {}, {}
     for pool in pools:
-        entry, mig_entries, text = _plan_pool(pool, selected[pool.name], existing_configs)
+        entry, mig_entries, text = _plan_pool(pool, selected[pool.name], existing_configs, rolling)
         entries.append(entry)
         if mig_entries is not None:
             mig_configs[entry["mig_config"]] = mig_entries
@@ -245,7 +247,7 @@ def _rollout_steps(entries, released):
     return steps
 
 
-def _plan_pool(pool, nodes, existing_configs):
+def _plan_pool(pool, nodes, existing_configs, rolling=()):
     """Return (plan entry, mig-parted entries or None, device plugin text or None) for one pool."""
     warnings = []
     if not nodes:
@@ -266,7 +268,8 @@ def _plan_pool(pool, nodes, existing_configs):
         # Computed for every node, not only changed ones: it is where each node's GPU count is checked.
         after = _allocatable_after(pool, node, layouts, mig_strategy)
         desired = _desired_labels(pool, node, mig_config, device_plugin_config)
-        _refuse_failed_again(pool.name, node, desired)
+        if node.name not in rolling:
+            _refuse_failed_again(pool.name, node, desired)
         change = _node_change(_label_changes(desired, node.labels), node, after)
         if change is not None:
             changes[node.name] = change
@@ -479,8 +482,10 @@ def _node_change(labels, node, after):
         resume.append("allocatable " + lagging)
     if not labels and not resume:
         return None
-    mig_step = dict((key, value) for key, value in labels.items() if key in (MIG_CONFIG_LABEL, POOL_LABEL)) \
-        if mig_change else {}
+    # The pool label joins with the MIG step; a released node gives it back with its last step, so that until
+    # then it is still found (and carried on) as released.
+    mig_step = dict((key, value) for key, value in labels.items()
+                    if key == MIG_CONFIG_LABEL or (key == POOL_LABEL and value is not None)) if mig_change else {}
     if mig_change:
         mig_step[MIG_STATE_LABEL] = MIG_STATE_PENDING
     annotations = {}
@@ -495,7 +500,9 @@ def _node_change(labels, node, after):
         "mig_step": mig_step,
         "device_plugin_step": dict((key, value) for key, value in labels.items() if key not in mig_step),
         "annotations": annotations,
-        "wait_mig": mig_change or state == MIG_STATE_PENDING,
+        # A failed MIG state is waited for too (judged failed at once): a node this run started and that failed
+        # since (see plan_pools, rolling) must not get its device plugin step.
+        "wait_mig": mig_change or state in (MIG_STATE_PENDING, MIG_STATE_FAILED),
         "uncordon": uncordon,
         "resume": "; ".join(resume) or None,
     }

@@ -647,8 +647,9 @@ def test_released_nodes_give_back_our_labels():
         "gone-mig": {"labels": {POOL: None, DP: None, MIG: "all-disabled"},
                      "before": {POOL: "old", DP: "kubegpu-old", MIG: "kubegpu-old"}, "mig_change": True,
                      "allocatable_before": {"nvidia.com/gpu": 8}, "allocatable_after": None,
-                     "mig_step": {POOL: None, MIG: "all-disabled", STATE: "pending"},
-                     "device_plugin_step": {DP: None}, "annotations": {}, "wait_mig": True, "uncordon": False,
+                     # the pool label goes with the last step: until then the node is still found as released
+                     "mig_step": {MIG: "all-disabled", STATE: "pending"},
+                     "device_plugin_step": {POOL: None, DP: None}, "annotations": {}, "wait_mig": True, "uncordon": False,
                      "resume": None},
         "gone-ts": {"labels": {POOL: None, DP: None}, "before": {POOL: "old2", DP: "kubegpu-old2"},
                     "mig_change": False, "allocatable_before": {"nvidia.com/gpu": 8}, "allocatable_after": None,

@@ -146,3 +146,17 @@ def test_what_an_earlier_call_began_counts_against_max_unavailable_at_once():
     # a device plugin config change alone, outside a MIG pool, is a fresh start (time-slicing replicas)
     success = stopped_after_mig_step("success", H100, "8", {COUNT: "8"})
     assert began(success["pools"][0]["node_changes"]["h1"], mig_pool=False) is False
+
+
+def test_a_node_this_roll_out_started_that_failed_is_held_not_refused():
+    # failed on the very config the plan wants: refused before a run, held (waited for, judged failed) within it
+    plan, the_node = first()
+    entry = plan["pools"][0]
+    the_node["metadata"]["labels"].update({MIG: entry["mig_config"], POOL: "p", STATE: "failed"})
+    the_node["metadata"]["annotations"] = {COUNT: "8"}
+    with pytest.raises(PoolError, match="failed to apply"):
+        plan_pools([raw_pool(sharing=MIXED)], [the_node], plan["mig_parted_config"], plan["device_plugin_data"])
+    again = plan_pools([raw_pool(sharing=MIXED)], [the_node], plan["mig_parted_config"], plan["device_plugin_data"],
+                       rolling={"h1"})
+    change = again["pools"][0]["node_changes"]["h1"]
+    assert change["mig_step"] == {} and change["wait_mig"] is True and change["device_plugin_step"]
