@@ -273,6 +273,13 @@ rollout:
   description: Per pool, per node changed, the final state, detail and seconds it took (from O(wait_started) when set).
   returned: when nodes changed and wait is true
   type: dict
+finished:
+  description:
+    - Whether this call finished the roll-out (every node in place, the configs no node names any more dropped): a
+      call without O(limit_nodes), or the last batch of the plan's steps. The C(node_pools) role then skips its
+      finishing call.
+  returned: always
+  type: bool
 ready:
   description:
     - Whether the wait is over. V(false) only when O(wait_round) ran out first (the nodes stay as they are, a drained
@@ -427,11 +434,14 @@ def side_by_side(module, changes, calls):
         raise error
 
 
-def patch_node(module, name, labels, annotations, current):
-    """Set (value) or remove (None) labels and annotations of one node in one merge patch, only those that differ."""
+def patch_node(module, name, labels, annotations, current, target=None):
+    """Set (value) or remove (None) labels and annotations of one node in one merge patch, only those that differ.
+    The node as written goes into the wait's watched list (`target`), which judges it next."""
     have_labels, have_notes = current["labels"], current["annotations"]
     change = patch_metadata(module.cluster, "v1", "Node", name, labels, annotations, module.check_mode, have_labels,
                             have_notes)
+    if target is not None:
+        target.remember(change.written)
     after = (change.after or {}).get("metadata") or {}
     for key, value in (after.get("labels") or {}).items():
         if value is None:
@@ -511,6 +521,7 @@ def roll_pool(module, entry, start, carried, current, busy, changes, rollout):
     expectations = {}   # the nodes started (or carried on): what the wait judges, growing as nodes start
     held = set()        # the nodes whose device plugin step waits for their MIG state success
     handed_on = set()   # started nodes this call leaves in flight for the next (return_when=started)
+    wait = {}           # the wait's target, once it waits: what the steps sent during the wait write into
     failure = None
 
     def first_step(node):
@@ -520,12 +531,12 @@ def roll_pool(module, entry, start, carried, current, busy, changes, rollout):
             cordoned.append(node)
             drain_node(module.cluster, node, busy[node], params["timeout"], **module.wait_policy())
         labels = dict(change["mig_step"], **change["device_plugin_step"]) if one_patch else change["mig_step"]
-        return patch_node(module, node, labels, change["annotations"], current[node])
+        return patch_node(module, node, labels, change["annotations"], current[node], wait.get("target"))
 
     def device_plugin_step(node):
         change = node_changes[node]
         notes = {} if change["mig_step"] else change["annotations"]
-        return patch_node(module, node, change["device_plugin_step"], notes, current[node])
+        return patch_node(module, node, change["device_plugin_step"], notes, current[node], wait.get("target"))
 
     def launch(nodes):
         """The nodes' next steps, side by side (the nodes are independent): the MIG step, then the device plugin
@@ -580,8 +591,11 @@ def roll_pool(module, entry, start, carried, current, busy, changes, rollout):
             labelled = name != RELEASED and all(current[n]["labels"].get(POOL_LABEL) == name for n in start + carried)
             # A call limited to a batch waits `timeout`; a whole pool, `timeout` per batch of max_unavailable nodes.
             batches = 1 if params["limit_nodes"] else -(-(len(start) + len(carried)) // window.size)
-            failure = wait_batch(module, title, expectations, "{0}={1}".format(POOL_LABEL, name) if labelled else None,
-                                 rollout, name, params["timeout"] * batches, on_poll=advance)
+            # Watched: a node's next step goes out as soon as an event shows it due, not a poll later.
+            wait["target"] = Target("v1", "Node", label_selector="{0}={1}".format(POOL_LABEL, name) if labelled else None,
+                                    names=sorted(expectations), title=title, watch=True)
+            failure = wait_batch(module, wait["target"], expectations, rollout, name, params["timeout"] * batches,
+                                 on_poll=advance)
             for node in handed_on:
                 if node in rollout.get(name, {}):
                     rollout[name][node]["state"] = "started"
@@ -602,12 +616,12 @@ def roll_pool(module, entry, start, carried, current, busy, changes, rollout):
     return failure, list(window.queue)
 
 
-def wait_batch(module, title, expectations, selector, rollout, pool, timeout, on_poll=None):
-    """Wait for the nodes (the one waiter, one Node list per poll); record their states in rollout. `expectations`
-    may grow between polls (on_poll starts nodes): the predicate judges what it holds at each poll.
+def wait_batch(module, target, expectations, rollout, pool, timeout, on_poll=None):
+    """Wait for the nodes of `target` (the one waiter); record their states in rollout. `expectations` may grow
+    between polls (on_poll starts nodes): the predicate judges what it holds at each poll.
 
     Returns a failure message or None; raises RoundOver when this call's round ran out first."""
-    target = Target("v1", "Node", label_selector=selector, names=sorted(expectations), title=title)
+    title = target.title
     try:
         outcome = wait_for(module.cluster, target, node_changes(expectations), timeout, interval=1.0,
                            raise_on_failure=False, on_poll=on_poll, **module.wait_policy())
@@ -627,6 +641,17 @@ def wait_batch(module, title, expectations, selector, rollout, pool, timeout, on
     return "{0}: node {1} failed: {2}. Its device plugin config was left as it was.{3}".format(
         title, ", ".join(failed), "; ".join(outcome.items[n][1] for n in failed),
         " Done: {0}.".format(", ".join(done)) if done else "")
+
+
+def last_call(params, plan):
+    """Whether this call takes every node left to change to its end: a whole run, or the role's last batch (every
+    node the plan still changes is one it starts or carries on, and it waits until they are done). Such a call
+    finishes the roll-out: the configs no node names any more go, and the role needs no call after it."""
+    if not params["limit_nodes"]:
+        return True
+    ours = set(params["limit_nodes"]) | set(params["carry_nodes"] or [])
+    return params["return_when"] == "done" and all(
+        n in ours for e in plan["pools"] + [plan["released"]] for batch in e["batches"] for n in batch)
 
 
 def plan_run(module):
@@ -717,7 +742,7 @@ def run(module):
     if not module.check_mode and params["wait"]:
         # Checked on every call, not only the one that wrote: a wait spread over rounds starts again here.
         target = Target("apps/v1", "DaemonSet", namespace=seen["namespace"],
-                        title="GPU Operator operands in " + seen["namespace"])
+                        title="GPU Operator operands in " + seen["namespace"], watch=True)
         result.update(change_report(changes, diff=module._diff))
         outcome = module.wait_for(target, operand_configs({
             DEVICE_PLUGIN_DAEMONSET: ("config", params["device_plugin_configmap"]),
@@ -732,8 +757,8 @@ def run(module):
             result.update(change_report(changes, diff=module._diff))
             result.update(ready=False, progress=over.progress)
             return result
-    whole_run = params["label_nodes"] and not params["limit_nodes"] and params["wait"]
-    if not failure and whole_run:
+    finished = params["label_nodes"] and params["wait"] and not module.check_mode and last_call(params, plan)
+    if not failure and finished:
         # Every node has moved to its pool's current configs: drop those no node names any more. The effective
         # configuration (and so the device plugin's record) is unchanged by that: no restart.
         for cm in plan["objects"]["configmaps"]:
@@ -742,6 +767,7 @@ def run(module):
                                                module.check_mode, field_manager=NODE_POOLS_FIELD_MANAGER))
     result.update(change_report(changes, diff=module._diff))
     result["rollout"] = rollout
+    result["finished"] = bool(finished and not failure)
     if getattr(module, "progress", None):
         result["progress"] = module.progress
     if failure:

@@ -317,6 +317,7 @@ def test_a_node_starts_as_soon_as_a_slot_is_free_not_when_its_batch_is_done(oper
                  selector={"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
                                                  "values": ["p5.48xlarge", "p5e.48xlarge"]}]})] + POOLS[1:]
     dc.knobs({"mig-manager.hang_nodes": "gpu-h100-001"})
+    run_mark = dc.audit.mark()
     proc = subprocess.Popen(["ansible-playbook", PLAYBOOK, *_vars(wide)], cwd=REPO, env=dc.env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -342,6 +343,11 @@ def test_a_node_starts_as_soon_as_a_slot_is_free_not_when_its_batch_is_done(oper
     batches = [(name, r) for name, r in _results(out) if "Roll out pool llm-h100" in name]
     assert len(batches) == 2 and "batch 1/2 (gpu-h100-000, gpu-h100-001)" in batches[0][0], batches
     assert "batch 2/2 (gpu-h200-000)" in batches[1][0], batches
+    # The waits watched the nodes (cluster/watch.py): each of the run's module calls read the fleet a few times,
+    # not once a second of the seconds the hanging node held the run up.
+    reads = [e for e in dc.audit.events(run_mark) if e.resource == "nodes" and not e.name and e.verb in ("list", "watch")]
+    assert [e for e in reads if e.verb == "watch" and e.code == 200], [str(e) for e in reads]
+    assert len([e for e in reads if e.verb == "list"]) <= 12, [str(e) for e in reads]
     # The first batch's task handed its nodes on once started; the last one carried them on and waited for every
     # node (gpu-h100-000 may have been done before it began: then it is not in its result).
     first, last = (r["rollout"]["llm-h100"] for dummy, r in batches)
@@ -349,6 +355,15 @@ def test_a_node_starts_as_soon_as_a_slot_is_free_not_when_its_batch_is_done(oper
     assert {"gpu-h100-001", "gpu-h200-000"} <= set(last) and {v["state"] for v in last.values()} == {"done"}, last
     for node in ("gpu-h100-000", "gpu-h100-001", "gpu-h200-000"):
         assert node_labels(dc, node)["nvidia.com/mig.config"] == node_labels(dc, "gpu-h100-000")["nvidia.com/mig.config"]
+    # The last batch took every node left to its end: it finished the roll-out (the config of the pool's old layout
+    # dropped), and the role made no finishing call after it.
+    assert batches[1][1]["finished"] is True and batches[0][1]["finished"] is False, batches
+    assert [name for name, dummy in _results(out) if name.startswith("Finish")] == [], _results(out)
+    mig_configs = [cm for cm in dc.admin.resources.get(api_version="v1", kind="ConfigMap").get().to_dict()["items"]
+                   if cm["metadata"]["name"] == "kubegpu-mig-parted-config"]
+    assert len(mig_configs) == 1, mig_configs
+    h100_configs = [k for k in mig_configs[0]["data"]["config.yaml"].split() if k.startswith("kubegpu-llm-h100-")]
+    assert h100_configs == [node_labels(dc, "gpu-h100-000")["nvidia.com/mig.config"] + ":"], h100_configs
     mark = dc.audit.mark()
     out, stats, dummy = _play(dc, wide)
     assert stats["changed"] == 0 and dc.audit.writes(mark) == [], _failure(out)

@@ -48,6 +48,9 @@ class Change(object):
         self.kind, self.name, self.namespace = kind, name, namespace
         self.fields = fields or []
         self.before, self.after = before, after
+        # The object as the server stored it after the write (when the write's answer was read): not part of the
+        # result; a watched wait folds it in (cluster/watch.py), so that it judges what was just written.
+        self.written = None
 
     @property
     def changed(self):
@@ -170,7 +173,7 @@ def patch_metadata(cluster, api_version, kind, name, labels, annotations, check_
             seen.add(fingerprint)
             dry_run_patch(cluster, api_version, kind, name, patch, namespace)
         return change
-    patch_object(cluster, api_version, kind, name, patch, namespace)
+    change.written = patch_object(cluster, api_version, kind, name, patch, namespace)
     return change
 
 
@@ -185,17 +188,20 @@ def dry_run_patch(cluster, api_version, kind, name, patch, namespace=None):
 
 
 def patch_object(cluster, api_version, kind, name, patch, namespace=None):
-    """A JSON merge patch, for fields that server-side apply would take ownership of from others."""
+    """A JSON merge patch, for fields that server-side apply would take ownership of from others. Returns the server's
+    answer as plain JSON (None when a retry found the patch in place already)."""
     resource = cluster.resource(api_version, kind)
     try:
-        cluster.write("patch {0} {1}".format(kind, _title(name, namespace)),
-                      # The answer is not read: decoding it into the dynamic client's ResourceInstance cost
-                      # more CPU than the request itself, a thousand times in a roll-out.
-                      lambda: cluster.dynamic.patch(resource, body=patch, name=name, namespace=namespace,
-                                                    content_type="application/merge-patch+json", serializer=plain_json),
-                      verify=lambda: _in_place(cluster, api_version, kind, name, namespace, patch))
+        # The answer stays plain JSON: decoding it into the dynamic client's ResourceInstance cost more CPU than
+        # the request itself, a thousand times in a roll-out.
+        answer = cluster.write("patch {0} {1}".format(kind, _title(name, namespace)),
+                               lambda: cluster.dynamic.patch(resource, body=patch, name=name, namespace=namespace,
+                                                             content_type="application/merge-patch+json",
+                                                             serializer=plain_json),
+                               verify=lambda: _in_place(cluster, api_version, kind, name, namespace, patch))
     except DynamicApiError as e:
         raise ClusterError(describe_api_error("patch {0} {1}".format(kind, name), e))
+    return answer if isinstance(answer, dict) else None
 
 
 def apply_configmap(cluster, name, namespace, data, check_mode, current=None, current_known=False,

@@ -30,6 +30,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.retry imp
 try:
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
     from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
+    try:
+        from kubernetes.watch.watch import iter_resp_lines
+    except ImportError:  # an older client: the waits poll
+        iter_resp_lines = None
     HAS_CLIENT = True
     CLIENT_IMPORT_ERROR = None
 except ImportError as e:  # reported by KubegpuModule with install advice
@@ -44,6 +48,8 @@ except ImportError as e:  # reported by KubegpuModule with install advice
 
     class ResourceNotFoundError(Exception):
         pass
+
+    iter_resp_lines = None
 
 
 # Seconds: connecting, then waiting for each read of a response. Without a read timeout a connection that
@@ -159,6 +165,32 @@ def describe_api_error(action, exc):
     return "{0} failed (HTTP {1}): {2}.{3}".format(action, status, text, hint)
 
 
+class WatchUnsupported(Exception):
+    """The kubernetes client in use cannot stream a watch (the waits list instead)."""
+
+
+class WatchStream(object):
+    """A watch's open response: iterate for (type, object) events; close() ends it from another thread."""
+
+    def __init__(self, response):
+        self._response = response
+
+    def __iter__(self):
+        for line in iter_resp_lines(self._response.response):
+            if line:
+                event = json.loads(line)
+                yield event.get("type"), event.get("object") or {}
+
+    def close(self):
+        raw = self._response.response
+        # urllib3 2.3+ can shut the socket down under a blocked read; older ones at least drop the connection.
+        closer = getattr(raw, "shutdown", None) or getattr(raw, "release_conn", None)
+        try:
+            closer()
+        except Exception:  # already closed: nothing left to end
+            pass
+
+
 class Cluster:
     """A thin reader/writer over kubernetes.core's K8SClient (a dynamic client with cached discovery)."""
 
@@ -200,9 +232,14 @@ class Cluster:
 
     def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
         """All objects of a kind as plain dicts ([] when the kind is not served)."""
+        return self.list_versioned(api_version, kind, namespace, label_selector, field_selector)[0]
+
+    def list_versioned(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
+        """(objects, the list's resourceVersion): where a watch of the same objects starts (None when the kind is
+        not served)."""
         res = self.resource(api_version, kind)
         if res is None:
-            return []
+            return [], None
         params = {}
         if label_selector:
             params["label_selector"] = label_selector
@@ -212,15 +249,43 @@ class Cluster:
             # The decoded JSON as it is: wrapping a list in the dynamic client's ResourceInstance and turning each
             # item back into a dict cost ten times the request on a thousand nodes (a batch's wait lists them
             # every second).
-            return res.get(namespace=namespace, serializer=plain_json, **params).get("items") or []
+            answer = res.get(namespace=namespace, serializer=plain_json, **params)
+            return answer.get("items") or [], (answer.get("metadata") or {}).get("resourceVersion")
         except NotFoundError:
             # Discovery said the kind is served, the server says it is not: its CRD went after kubernetes.core
             # cached discovery (a file shared by every module run against this server, refreshed only when a kind
             # is missing from it), e.g. once the uninstall's `helm uninstall kserve-crd` deleted KServe's CRDs. A
             # list of a served kind never answers 404 (an absent namespace lists empty): none of it exists.
-            return []
+            return [], None
         except DynamicApiError as e:
             raise ClusterError(describe_api_error("list {0} {1}".format(api_version, kind), e))
+
+    def watch(self, api_version, kind, resource_version, namespace=None, label_selector=None, seconds=300):
+        """A watch of a kind from `resource_version` (a list's): a WatchStream of (type, object) events, bookmarks
+        included, which the server ends after `seconds`. Not retried: a watch that ends is followed by a new list
+        (cluster/watch.py). Raises ClusterError when the server refuses it (a 403 names the missing verb), and
+        WatchUnsupported when the installed kubernetes client cannot stream one."""
+        res = self.resource(api_version, kind)
+        api = self.dynamic.client
+        if res is None or not hasattr(api, "param_serialize") or iter_resp_lines is None:
+            raise WatchUnsupported("{0} {1}: no watch with this kubernetes client".format(api_version, kind))
+        query = [("watch", "true"), ("resourceVersion", resource_version), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", int(seconds))]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        request = api.param_serialize("GET", res.path(namespace=namespace), query_params=query,
+                                      header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+        # Past the retrying wrapper (install_retries), which reads a whole response before it returns: a watch's
+        # response is read as it streams. The read timeout outlasts the server's own end of the stream.
+        send = getattr(api, "kubegpu_original_call_api", None) or api.call_api
+        try:
+            response = send(*request, _request_timeout=(CONNECT_TIMEOUT, seconds + READ_TIMEOUT))
+        except Exception as e:  # a refused or dropped connection: the caller lists again
+            raise ClusterError("watch {0} {1}: {2}".format(api_version, kind, e))
+        if not 200 <= response.status <= 299:
+            fault = StatusFault(response.status, response.reason, response.headers, response.read())
+            raise ClusterError(describe_api_error("watch {0} {1}".format(api_version, kind), _api_exception(fault)))
+        return WatchStream(response)
 
     def get(self, api_version, kind, name, namespace=None):
         """One object as a dict, or None when it (or its kind) does not exist."""

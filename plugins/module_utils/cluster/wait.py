@@ -57,6 +57,7 @@ __metaclass__ = type
 import os
 import time
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.watch import WatchedList
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import DONE, FAILED as NODE_FAILED
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import node_progress
 
@@ -101,12 +102,16 @@ class Target(object):
     """
 
     def __init__(self, api_version, kind, name=None, namespace=None, label_selector=None, names=None, title=None,
-                 read=None):
+                 read=None, watch=False):
         self.api_version, self.kind, self.name, self.namespace = api_version, kind, name, namespace
         self.label_selector = label_selector
         self.names = list(names) if names is not None else None
         self._read = read
         self.title = title or self._title()
+        # A list kept current by a watch (cluster/watch.py): judged as soon as an event changes it, not a poll
+        # later, and read once instead of once a poll. Without the watch verb it polls as without it.
+        self.watch = bool(watch) and not name and read is None
+        self.watched = None
 
     @classmethod
     def custom(cls, title, read, names=None):
@@ -131,6 +136,11 @@ class Target(object):
     def read(self, cluster):
         if self._read is not None:
             return self._read(cluster)
+        if self.watch:
+            if self.watched is None:
+                self.watched = WatchedList(cluster, self.api_version, self.kind, namespace=self.namespace,
+                                           label_selector=self.label_selector)
+            return self.watched.read()
         if self.name:
             return cluster.get(self.api_version, self.kind, self.name, self.namespace)
         kwargs = {}
@@ -139,6 +149,23 @@ class Target(object):
         if self.label_selector:
             kwargs["label_selector"] = self.label_selector
         return cluster.list(self.api_version, self.kind, **kwargs)
+
+    def pause(self, seconds, sleep=time.sleep):
+        """Until the next read: `seconds`, or for a watched list until an event changed it."""
+        if self.watched is not None:
+            self.watched.pause(seconds)
+        else:
+            sleep(seconds)
+
+    def remember(self, obj):
+        """A write's answer to an object of a watched list: a read right after the write sees it."""
+        if self.watched is not None:
+            self.watched.remember(obj)
+
+    def close(self):
+        """End a watched list's stream (a later read lists again)."""
+        if self.watched is not None:
+            self.watched.close()
 
 
 # -- predicates ---------------------------------------------------------------------------------------------------
@@ -367,9 +394,12 @@ def _log(line):
 class _Round(object):
     """Bookkeeping of one call: per item, since when its detail has been what it is; the lines of change."""
 
-    def __init__(self, target, predicate, start, started, memory=None):
+    def __init__(self, target, predicate, start, started, memory=None, line_gap=0.0):
         self.target, self.predicate, self.start, self.started = target, predicate, start, started
         self.since, self.lines, self.items = {}, [], {}
+        # A watched target is judged at every burst of events: its lines come at most one per line_gap seconds
+        # (the last state always has one), as many as a poll a second gave.
+        self.line_gap, self._last_line, self._unlined = line_gap, None, False
         # What earlier rounds of the same wait saw: an item still in that state keeps its `since`.
         self.memory = memory.setdefault(target.title, {}) if memory is not None else {}
         for name, (state, detail, since) in self.memory.items():
@@ -385,10 +415,18 @@ class _Round(object):
         self.items = items
         self.memory.clear()
         self.memory.update((n, [s, d, self.since[n]]) for n, (s, d) in items.items())
-        if changed:
-            line = "{0:.0f} s: {1}".format(now - self.started, self.summary(now))
-            self.lines.append(line)
-            _log(line)
+        self._unlined = self._unlined or changed
+        if self._unlined and (self._last_line is None or now - self._last_line >= self.line_gap):
+            self.flush(now)
+
+    def flush(self, now):
+        """The line of the state now, if it has none yet."""
+        if not self._unlined:
+            return
+        line = "{0:.0f} s: {1}".format(now - self.started, self.summary(now))
+        self.lines.append(line)
+        _log(line)
+        self._last_line, self._unlined = now, False
 
     def summary(self, now):
         items = self.items
@@ -441,31 +479,39 @@ def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, sta
     started = start if started is None else float(started)
     deadline = started + timeout
     stop = min(deadline, start + budget) if budget else deadline
-    rnd = _Round(target, predicate, start, started, memory)
-    while True:
-        polled = clock()
-        observed = target.read(cluster)
-        now = clock()
-        items = predicate.judge(observed, target)
-        if on_poll is not None:
-            items = on_poll(observed, items)
-        rnd.see(items, now)
-        failed = [n for n, (s, _d) in items.items() if s == FAILED]
-        waiting = [n for n, (s, _d) in items.items() if s == WAITING]
-        if failed and (predicate.fail_fast or not waiting) and raise_on_failure:
-            raise WaitFailed("{0}: {1} (expected {2}; after {3:.0f} s)".format(
-                target.title, rnd.last_seen(now, (FAILED,)), predicate.expected, now - started),
-                rnd.progress(now), items, observed)
-        if not waiting and not (failed and predicate.fail_fast and raise_on_failure):
-            return Outcome(True, observed, items, rnd.progress(now), rnd.offsets())
-        if now >= deadline:
-            raise WaitTimeout("{0}: not ready after {1:.0f} s (expected {2}); last seen: {3}".format(
-                target.title, now - started, predicate.expected, rnd.last_seen(now)), rnd.progress(now), items, observed)
-        if now >= stop:
-            return Outcome(False, observed, items, rnd.progress(now), rnd.offsets())
-        # Polls start `interval` apart: the time a poll took (a 1,000-node read, the steps on_poll sent) counts, so
-        # an item's change is seen at most one interval late however slow the reads.
-        sleep(max(0.0, min(polled + interval, stop) - clock()))
+    rnd = _Round(target, predicate, start, started, memory, line_gap=interval if target.watch else 0.0)
+    try:
+        while True:
+            polled = clock()
+            observed = target.read(cluster)
+            now = clock()
+            items = predicate.judge(observed, target)
+            if on_poll is not None:
+                items = on_poll(observed, items)
+            rnd.see(items, now)
+            failed = [n for n, (s, _d) in items.items() if s == FAILED]
+            waiting = [n for n, (s, _d) in items.items() if s == WAITING]
+            ended = not waiting and not (failed and predicate.fail_fast and raise_on_failure)
+            if (failed and (predicate.fail_fast or not waiting) and raise_on_failure) or ended or now >= stop:
+                rnd.flush(now)
+            if failed and (predicate.fail_fast or not waiting) and raise_on_failure:
+                raise WaitFailed("{0}: {1} (expected {2}; after {3:.0f} s)".format(
+                    target.title, rnd.last_seen(now, (FAILED,)), predicate.expected, now - started),
+                    rnd.progress(now), items, observed)
+            if ended:
+                return Outcome(True, observed, items, rnd.progress(now), rnd.offsets())
+            if now >= deadline:
+                raise WaitTimeout("{0}: not ready after {1:.0f} s (expected {2}); last seen: {3}".format(
+                    target.title, now - started, predicate.expected, rnd.last_seen(now)), rnd.progress(now), items,
+                    observed)
+            if now >= stop:
+                return Outcome(False, observed, items, rnd.progress(now), rnd.offsets())
+            # Polls start `interval` apart: the time a poll took (a 1,000-node read, the steps on_poll sent) counts,
+            # so an item's change is seen at most one interval late however slow the reads. A watched list is
+            # judged again as soon as an event changes it.
+            target.pause(max(0.0, min(polled + interval, stop) - clock()), sleep)
+    finally:
+        target.close()
 
 
 # -- a shorthand of the node waits (what gpu_node_pools waits for, without its rounds) -------------------------

@@ -88,11 +88,14 @@ _OWN_RULES = {
     ],
     "node_pools": [
         rule([""], ["nodes"], ("list", "get", "patch"), "pool labels, MIG configuration, cordon for a MIG change"),
+        # Without it the waits list every second instead (cluster/watch.py): slower, never refused.
+        rule([""], ["nodes"], ("watch",), "a roll-out sees each node's change as it happens"),
         rule([""], ["configmaps"], PRUNE, "mig-parted and device-plugin configurations, content-named"),
         rule([""], ["pods"], READ, "GPU pods in the way of a MIG change"),
         rule([""], ["pods/eviction"], ("create",), "drain a node before its MIG change"),
         rule(["nvidia.com"], ["clusterpolicies"], WRITE, "the device plugin's and mig-manager's configuration"),
         rule(["apps"], ["daemonsets"], ("get", "list", "patch"), "restart the device plugin once on a new config"),
+        rule(["apps"], ["daemonsets"], ("watch",), "see the operands mount a new config as it happens"),
         rule(["machine.openshift.io"], ["machinesets"], ("list", "get", "patch"),
              "pool labels on MachineSet templates, for nodes to come"),
     ],
@@ -154,9 +157,11 @@ _OWN_RULES = {
     # labels, and uninstalls the stages' Helm releases (what helm uninstall needs of each chart: chart_rules).
     "uninstall": [
         rule([""], ["nodes"], ("list", "get", "patch"), "pool labels, MIG off, our annotations removed"),
+        rule([""], ["nodes"], ("watch",), "see each node's MIG go off as it happens"),
         rule([""], ["pods"], READ, "GPU pods in the way of MIG off"),
         rule([""], ["pods/eviction"], ("create",), "drain a node before MIG off (uninstall_drain_gpu_pods)"),
         rule(["apps"], ["daemonsets"], ("get", "list", "patch"), "restart the device plugin once on the defaults"),
+        rule(["apps"], ["daemonsets"], ("watch",), "see the operands mount the defaults as it happens"),
         rule([""], ["namespaces", "configmaps", "resourcequotas"], PRUNE,
              "namespaces the collection created, its ConfigMaps, plain ResourceQuotas"),
         rule([""], ["secrets"], HELM, "Helm release records; the registry credentials' pull Secret"),
