@@ -275,8 +275,8 @@ rollout:
   type: dict
 finished:
   description:
-    - Whether this call finished the roll-out (every node in place, the configs no node names any more dropped): a
-      call without O(limit_nodes), or the last batch of the plan's steps. The C(node_pools) role then skips its
+    - Whether this call finished the roll-out (every node in place, the configs no node names any more dropped) -
+      a call without O(limit_nodes), or the last batch of the plan's steps. The C(node_pools) role then skips its
       finishing call.
   returned: always
   type: bool
@@ -757,7 +757,7 @@ def run(module):
             result.update(change_report(changes, diff=module._diff))
             result.update(ready=False, progress=over.progress)
             return result
-    finished = params["label_nodes"] and params["wait"] and not module.check_mode and last_call(params, plan)
+    finished = params["label_nodes"] and params["wait"] and last_call(params, plan)
     if not failure and finished:
         # Every node has moved to its pool's current configs: drop those no node names any more. The effective
         # configuration (and so the device plugin's record) is unchanged by that: no restart.

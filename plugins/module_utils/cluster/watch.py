@@ -156,13 +156,14 @@ class WatchedList(object):
                 if not self._apply(kind, obj, generation):
                     break
         except WatchUnsupported as err:
-            return self._end(generation, POLLING, str(err))
+            self._end(generation, POLLING, str(err))
         except ClusterError as err:
             # 403 (no watch verb): lists from now on. Anything else (a dropped connection): list and watch again.
-            return self._end(generation, POLLING if "HTTP 403" in str(err) else LISTING, str(err))
+            self._end(generation, POLLING if "HTTP 403" in str(err) else LISTING, str(err))
         except Exception as err:  # a stream cut mid-event by close() or the network: list and watch again
-            return self._end(generation, LISTING, str(err), delivered)
-        self._end(generation, LISTING, "stream ended", delivered)
+            self._end(generation, LISTING, str(err), delivered)
+        else:
+            self._end(generation, LISTING, "stream ended", delivered)
 
     def _apply(self, kind, obj, generation):
         """One event into the list; False ends the stream (the server's ERROR, e.g. 410 Gone: list again)."""
