@@ -255,14 +255,20 @@ def _results(out):
                 yield task["task"]["name"], r
 
 
-def _duplicate_writes(events):
-    """Writes repeated with nothing else done in between but reading that same object: what resending a write
-    that had already been carried out (its answer lost) looks like. Events are the collection's, in order."""
+def _duplicate_writes(events, user=USER):
+    """Writes of `user` repeated with nothing else done to that object in between but reading it: what resending a
+    write that had already been carried out (its answer lost) looks like. `events` are every user's, in order: a
+    node's two steps of a MIG change are not a resend, mig-manager writes the node between them (the roll-out's
+    wait watches the nodes, so no list of ours comes between them any more)."""
     dupes = []
     last = None
     for e in events:
         ok = 200 <= e.code < 300
         key = (e.verb, e.resource, e.namespace, e.name, e.subresource)
+        if e.user != user:
+            if ok and e.is_write and last is not None and (e.resource, e.namespace, e.name) == last[1:4]:
+                last = None
+            continue
         if e.is_write and ok:
             if last == key:
                 dupes.append(str(e))
@@ -296,7 +302,7 @@ def _converge(dc, kubeconfig, throttle=None, chaos=None):
         pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     failed = [(name, r.get("msg")) for name, r in _results(out) if r.get("failed")]
     assert proc.returncode == 0 and not failed, failed
-    return out, seconds, dc.audit.events(mark, user=USER)
+    return out, seconds, dc.audit.events(mark, user=USER), dc.audit.events(mark, user=None)
 
 
 def _writes(events):
@@ -311,8 +317,8 @@ def test_demo_fleet_converges_through_throttling_and_resets(faults):
     # pools want (whatever earlier tests left), so that the faulted run and the last one start alike.
     _converge(dc, faults["kubeconfig"])
     throttle = Throttle(faults["api_port"], faults["pki"], hold=0.45, pause=0.35)
-    out, seconds, events = _converge(dc, faults["kubeconfig"], throttle, Chaos(proxy))
-    clean_seconds, clean_events = _converge(dc, faults["kubeconfig"])[1:]
+    out, seconds, events, everyone = _converge(dc, faults["kubeconfig"], throttle, Chaos(proxy))
+    clean_seconds, clean_events = _converge(dc, faults["kubeconfig"])[1:3]
 
     throttled = [e for e in events if e.code == 429]
     retries = [r["api_retries"] for name, r in _results(out) if "api_retries" in r]
@@ -339,7 +345,7 @@ def test_demo_fleet_converges_through_throttling_and_resets(faults):
 
     # No write repeated: the same writes as the fault-free run from the same state, none twice in a row.
     assert _writes(events) == _writes(clean_events)
-    assert _duplicate_writes(events) == []
+    assert _duplicate_writes(everyone) == []
 
 
 def test_retry_budget_exhausted_names_the_request_and_the_fault(faults):

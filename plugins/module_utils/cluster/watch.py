@@ -10,7 +10,7 @@ watch=True)::
 
     watched = WatchedList(cluster, "v1", "Node", label_selector="pool=a")
     nodes = watched.read()       # the objects now (the first read lists and starts the watch); do not change them
-    watched.pause(1.0)           # sleeps until an event changed something, or 1 s
+    watched.pause(1.0)           # sleeps until an event changed something, or 1 s (the first pause starts the watch)
     watched.remember(answer)     # a write's answer: newer than what the watch delivered yet, it is kept
     watched.close()
 
@@ -68,6 +68,7 @@ class WatchedList(object):
         self._stream = None
         self._idle_ends = 0
         self._generation = 0  # which stream is the current one: an older thread's events and end are ignored
+        self._version = None  # the last list's resourceVersion, until its stream starts
         self.why_polling = None  # why reads are lists (a refused watch), for the docs' "what if" and tests
 
     @property
@@ -90,14 +91,17 @@ class WatchedList(object):
             self._objects = dict((_key(o), o) for o in objects)
             self._dirty = False
             self._state = WATCHING if version else POLLING
-        if version:
-            self._start(version)
+            # The stream starts at the first pause: a wait over at its first read sends nothing but the list.
+            self._version = version
         return objects
 
     def pause(self, seconds):
         """Sleep until an event changed something since the last read, or `seconds` passed."""
         seconds = max(0.0, seconds)
         with self._changed:
+            version, self._version = self._version, None
+            if version and self._state == WATCHING:
+                self._start(version)
             watching = self._state == WATCHING
             if watching and not self._dirty:
                 self._changed.wait(seconds)  # an event, the stream's end or close() wakes it
@@ -124,6 +128,7 @@ class WatchedList(object):
         with self._changed:
             stream, self._stream = self._stream, None
             self._generation += 1
+            self._version = None
             if self._state == WATCHING:
                 self._state = LISTING
             self._changed.notify_all()
@@ -132,9 +137,9 @@ class WatchedList(object):
 
     # -- the stream's thread ----------------------------------------------------------------------------------
     def _start(self, version):
-        with self._changed:
-            self._generation += 1
-            generation = self._generation
+        """Called holding the lock: a new stream from `version` (the list's), the current one from now on."""
+        self._generation += 1
+        generation = self._generation
         thread = threading.Thread(target=self._follow, args=(version, generation), name="watch " + self.kind)
         thread.daemon = True  # a module that returns mid-stream is not held up by it
         thread.start()

@@ -78,6 +78,7 @@ def test_one_list_then_events_from_its_resource_version():
     cluster = FakeCluster([node("a", 5, s="old"), node("b", 6, s="old")])
     watched = WatchedList(cluster, "v1", "Node")
     assert labels_of(watched) == {"a": {"s": "old"}, "b": {"s": "old"}}
+    watched.pause(0.0)
     assert until(lambda: cluster.streams)
     assert cluster.watches == ["10"]
     cluster.streams[0].events.put(("MODIFIED", node("a", 11, s="new")))
@@ -92,6 +93,7 @@ def test_pause_wakes_on_an_event_not_after_the_whole_interval():
     cluster = FakeCluster([node("a", 5)])
     watched = WatchedList(cluster, "v1", "Node")
     watched.read()
+    watched.pause(0.0)  # the first pause starts the stream
     assert until(lambda: cluster.streams)
     threading.Timer(0.2, lambda: cluster.streams[0].events.put(("MODIFIED", node("a", 11, s="x")))).start()
     t0 = time.time()
@@ -108,6 +110,7 @@ def test_a_write_answer_newer_than_the_watch_copy_is_read_an_older_event_does_no
     cluster = FakeCluster([node("a", 5, s="old")])
     watched = WatchedList(cluster, "v1", "Node")
     watched.read()
+    watched.pause(0.0)  # the first pause starts the stream
     assert until(lambda: cluster.streams)
     watched.remember(node("a", 20, s="written"))
     assert labels_of(watched) == {"a": {"s": "written"}}
@@ -124,10 +127,11 @@ def test_a_stream_that_ends_is_followed_by_a_new_list_and_watch():
     cluster = FakeCluster([node("a", 5)])
     watched = WatchedList(cluster, "v1", "Node")
     watched.read()
+    watched.pause(0.0)  # the first pause starts the stream
     assert until(lambda: cluster.streams)
     cluster.streams[0].events.put(("MODIFIED", node("a", 11)))
     cluster.streams[0].events.put(("ERROR", {"code": 410}))  # resourceVersion too old
-    assert until(lambda: (watched.read(), cluster.lists)[1] == 2)
+    assert until(lambda: (watched.read(), watched.pause(0.0), cluster.lists)[2] == 2)
     assert until(lambda: len(cluster.streams) == 2)
     assert not watched.polling
     watched.close()
@@ -138,6 +142,7 @@ def test_a_refused_watch_turns_every_read_into_a_list():
         'watch v1 Node failed (HTTP 403, RBAC): cannot watch resource "nodes"'))
     watched = WatchedList(cluster, "v1", "Node")
     watched.read()
+    watched.pause(0.0)
     assert until(lambda: watched.polling)
     assert "HTTP 403" in watched.why_polling
     before = cluster.lists
@@ -151,6 +156,7 @@ def test_an_old_client_without_watch_polls():
     cluster = FakeCluster([node("a", 5)], refuse=WatchUnsupported("no watch"))
     watched = WatchedList(cluster, "v1", "Node")
     watched.read()
+    watched.pause(0.0)
     assert until(lambda: watched.polling)
     t0 = time.time()
     watched.pause(0.2)  # polling: the caller's interval
@@ -162,6 +168,7 @@ def test_streams_that_deliver_nothing_three_times_in_a_row_give_up_to_lists():
     watched = WatchedList(cluster, "v1", "Node")
     for n in range(3):
         watched.read()
+        watched.pause(0.0)
         assert until(lambda: len(cluster.streams) == n + 1)
         cluster.streams[n].events.put(ConnectionError("reset"))
         assert until(lambda: watched.polling or not watched._state == "watching")
@@ -183,3 +190,11 @@ def test_wait_for_on_a_watched_target_sees_the_change_at_once_and_closes_the_str
     assert outcome.ready and time.time() - t0 < 10.0
     assert cluster.lists == 1
     assert cluster.streams[0].closed
+
+
+def test_a_wait_over_at_its_first_read_sends_nothing_but_the_list():
+    cluster = FakeCluster([node("a", 5, s="new")])
+    target = Target("v1", "Node", names=["a"], watch=True)
+    pred = each(lambda o: (READY, "new"), "s == new")
+    assert wait_for(cluster, target, pred, timeout=30, interval=1.0).ready
+    assert cluster.lists == 1 and cluster.watches == []
