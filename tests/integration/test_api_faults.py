@@ -340,8 +340,11 @@ def test_demo_fleet_converges_through_throttling_and_resets(faults):
     # Retries reported in every module result, and both kinds of fault met.
     assert retries and all(set(r) == {"429", "5xx", "connection", "conflict"} for r in retries)
     assert total["429"] > 0 and total["connection"] > 0, total
+    # Enough of the run throttled to matter: since the roll-out's wait watches the nodes instead of listing them every
+    # second the run sends about 70 requests, mostly in bursts, so the share of them caught in a throttled window
+    # varies from run to run around a tenth (9 of 83, 7 of 71); several throttled and a twentieth at least.
     share = len(throttled) / len(events)
-    assert share >= 0.10, f"only {len(throttled)} of {len(events)} requests were throttled"
+    assert len(throttled) >= 4 and share >= 0.05, f"only {len(throttled)} of {len(events)} requests were throttled"
 
     # No write repeated: the same writes as the fault-free run from the same state, none twice in a row.
     assert _writes(events) == _writes(clean_events)
