@@ -491,10 +491,11 @@ def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, sta
             rnd.see(items, now)
             failed = [n for n, (s, _d) in items.items() if s == FAILED]
             waiting = [n for n, (s, _d) in items.items() if s == WAITING]
-            ended = not waiting and not (failed and predicate.fail_fast and raise_on_failure)
-            if (failed and (predicate.fail_fast or not waiting) and raise_on_failure) or ended or now >= stop:
-                rnd.flush(now)
-            if failed and (predicate.fail_fast or not waiting) and raise_on_failure:
+            fails = bool(failed) and (predicate.fail_fast or not waiting) and raise_on_failure
+            ended = not waiting and not fails
+            if fails or ended or now >= stop:
+                rnd.flush(now)  # the last state has its line whatever the line gap
+            if fails:
                 raise WaitFailed("{0}: {1} (expected {2}; after {3:.0f} s)".format(
                     target.title, rnd.last_seen(now, (FAILED,)), predicate.expected, now - started),
                     rnd.progress(now), items, observed)

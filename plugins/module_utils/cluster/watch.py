@@ -9,7 +9,7 @@ poll later, and reads a thousand nodes once instead of once a second. Used by th
 watch=True)::
 
     watched = WatchedList(cluster, "v1", "Node", label_selector="pool=a")
-    nodes = watched.read()       # the objects now (the first read lists and starts the watch); do not change them
+    nodes = watched.read()       # the objects now (the first read lists); do not change them
     watched.pause(1.0)           # sleeps until an event changed something, or 1 s (the first pause starts the watch)
     watched.remember(answer)     # a write's answer: newer than what the watch delivered yet, it is kept
     watched.close()
