@@ -250,7 +250,8 @@ plan:
   description: Per pool the nodes, strategy, config names, batches and per-node changes (C(node_changes) - labels
     C(before) and after (C(labels)), whether MIG changes (C(mig_change)), C(allocatable_before) and
     C(allocatable_after)), the roll-out C(steps) in order,
-    the rendered ConfigMap contents, C(objects) (every other object the run writes) and warnings.
+    the rendered ConfigMap contents, C(objects) (every other object the run writes) and warnings. A call limited to
+    a batch (O(limit_nodes)) lists in C(node_changes) only its own nodes (O(limit_nodes) and O(carry_nodes)).
   returned: always
   type: dict
 changes:
@@ -351,13 +352,15 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_wri
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import FAILED as NODE_FAILED
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import (
     DONE,
+    Progress,
     Window,
     began,
-    node_progress,
 )
 
 MACHINESET_API = "machine.openshift.io/v1beta1"
 NOTHING_WRITTEN = " Nothing was written."
+# What a held node's device plugin step waits for: its MIG state, whatever else its change holds.
+MIG_ONLY = {"mig_change": True}
 
 
 def observe(module):
@@ -478,6 +481,13 @@ def roll_out(module, seen, plan, busy, changes):
     return rollout, None
 
 
+def few(names, named=8):
+    """Names for a title: every one of a few, else the first ones and how many more (a batch of 250 nodes)."""
+    if len(names) <= named:
+        return ", ".join(names)
+    return "{0} and {1} more".format(", ".join(names[:3]), len(names) - 3)
+
+
 def not_started(by_pool):
     """What a halted roll-out leaves as it was: [(pool, nodes)] in roll-out order."""
     by_pool = [(pool, nodes) for pool, nodes in by_pool if nodes]
@@ -511,7 +521,7 @@ def roll_pool(module, entry, start, carried, current, busy, changes, rollout):
     one_patch = not params["wait"]
     until_started = waiting and params["return_when"] == "started"
     if params["limit_nodes"]:
-        title = "pool '{0}' ({1}{2})".format(name, ", ".join(start), "; carried on: " + ", ".join(carried) if carried else "")
+        title = "pool '{0}' ({1}{2})".format(name, few(start), "; carried on: " + few(carried) if carried else "")
     else:
         title = "pool '{0}' ({1} nodes, {2} at a time)".format(name, len(start) + len(carried), entry["batch_size"])
     mig_pool = entry.get("strategy") == MIG
@@ -522,6 +532,7 @@ def roll_pool(module, entry, start, carried, current, busy, changes, rollout):
     held = set()        # the nodes whose device plugin step waits for their MIG state success
     handed_on = set()   # started nodes this call leaves in flight for the next (return_when=started)
     wait = {}           # the wait's target, once it waits: what the steps sent during the wait write into
+    mig_progress = Progress()   # a held node's MIG state, judged again only once the node changed
     failure = None
 
     def first_step(node):
@@ -557,7 +568,7 @@ def roll_pool(module, entry, start, carried, current, busy, changes, rollout):
         for node in sorted(held):
             if node not in by_name:
                 continue  # judged gone (failed) already
-            state, detail = node_progress(by_name[node], {"mig_change": True})
+            state, detail = mig_progress(by_name[node], MIG_ONLY)
             if state == DONE:
                 due.append(node)
             else:
@@ -682,10 +693,10 @@ def plan_run(module):
     if plan is not None and params["refuse_empty_pools"]:
         problems.extend(empty_pools(pools, plan, len(seen["nodes"])))
     if len(problems) == 1:
-        module.fail_json(msg=problems[0] + "." + NOTHING_WRITTEN, plan=shown(plan))
+        module.fail_json(msg=problems[0] + "." + NOTHING_WRITTEN, plan=shown(plan, module.params))
     if problems:
         module.fail_json(msg="{0} problems found before anything was written; nothing was written:\n- {1}".format(
-            len(problems), "\n- ".join(problems)), plan=shown(plan))
+            len(problems), "\n- ".join(problems)), plan=shown(plan, module.params))
     busy = []
     # Checked even when this call labels no node (the role's first call): the refusal must come before the
     # ConfigMaps are written.
@@ -699,7 +710,7 @@ def plan_run(module):
         module.fail_json(msg="MIG change refused on nodes running GPU pods: {0}. A MIG change takes the node's GPUs "
                              "away from them; stop them or set drain_gpu_pods: true.{1}".format(
                                  "; ".join("{0}: {1}".format(b["node"], ", ".join(b["pods"])) for b in busy),
-                                 NOTHING_WRITTEN), plan=shown(plan))
+                                 NOTHING_WRITTEN), plan=shown(plan, module.params))
     return seen, plan, dict((b["node"], b["pods"]) for b in busy)
 
 
@@ -710,15 +721,19 @@ def plan_run(module):
 SHOWN_NODE_FIELDS = ("labels", "before", "mig_change", "allocatable_before", "allocatable_after")
 
 
-def shown(plan):
-    """The plan as the module returns it (SHOWN_NODE_FIELDS per node); None stays None."""
+def shown(plan, params):
+    """The plan as the module returns it (SHOWN_NODE_FIELDS per node); None stays None. A call limited to a batch
+    shows the changes of its own nodes (limit_nodes, carry_nodes): the role's batch calls would otherwise each return
+    the whole fleet's again (600 KB on 1,000 nodes, carried by Ansible and by AWX as a job event)."""
     if plan is None:
         return None
+    only = set(params.get("limit_nodes") or []) | set(params.get("carry_nodes") or []) \
+        if params.get("limit_nodes") else None
 
     def nodes(entry):
         return dict(entry, node_changes=dict(
             (name, dict((k, change.get(k)) for k in SHOWN_NODE_FIELDS))
-            for name, change in (entry.get("node_changes") or {}).items()))
+            for name, change in (entry.get("node_changes") or {}).items() if only is None or name in only))
     out = dict(plan)
     out["pools"] = [nodes(p) for p in plan.get("pools") or []]
     if plan.get("released"):
@@ -738,7 +753,7 @@ def run(module):
     for warning in plan["warnings"]:
         module.warn(warning)
     changes = reconcile_configuration(module, seen, plan["objects"])
-    result = {"plan": shown(plan), "rollout": {}, "ready": True}
+    result = {"plan": shown(plan, module.params), "rollout": {}, "ready": True}
     if not module.check_mode and params["wait"]:
         # Checked on every call, not only the one that wrote: a wait spread over rounds starts again here.
         target = Target("apps/v1", "DaemonSet", namespace=seen["namespace"],

@@ -59,10 +59,15 @@ import time
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.watch import WatchedList
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import DONE, FAILED as NODE_FAILED
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import node_progress
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import Progress
 
 READY, WAITING, FAILED = "ready", "waiting", "failed"
 PROGRESS_LOG_ENV = "KUBEGPU_PROGRESS_LOG"
+# A progress line names each item not ready up to this many; beyond, it counts them per detail (DETAIL_GROUPS
+# details at most, NAMED_LONGEST of each named): a line listing 250 nodes in flight was 14 KB, once a second.
+NAMED_ITEMS = 10
+DETAIL_GROUPS = 5
+NAMED_LONGEST = 3
 
 
 # -- errors -------------------------------------------------------------------------------------------------------
@@ -293,6 +298,8 @@ def node_changes(changes):
     """Nodes (a list target) each reach their planned change: MIG state success and allocatable as planned.
 
     A failed node does not end the wait for the others of its batch; a node that is gone has failed."""
+    progress = Progress()
+
     def judge(observed, target):
         nodes = dict((_name_of(n), n) for n in observed or [])
         out = {}
@@ -300,7 +307,7 @@ def node_changes(changes):
             if name not in nodes:
                 out[name] = (FAILED, "node is gone")
                 continue
-            state, detail = node_progress(nodes[name], change)
+            state, detail = progress(nodes[name], change)
             out[name] = ({DONE: READY, NODE_FAILED: FAILED}.get(state, WAITING), detail)
         return out
     return Predicate("MIG state success and allocatable as planned", judge, fail_fast=False)
@@ -431,13 +438,30 @@ class _Round(object):
     def summary(self, now):
         items = self.items
         ready = [n for n, s in sorted(items.items()) if s[0] == READY]
-        rest = ["{0}: {1} ({2:.0f} s)".format(n, d, now - self.since.get(n, now)) if not self.target.single
-                else "{0} ({1:.0f} s)".format(d, now - self.since.get(n, now))
-                for n, (s, d) in sorted(items.items()) if s != READY]
+        rest = [(n, d) for n, (s, d) in sorted(items.items()) if s != READY]
         head = "{0}: ".format(self.target.title)
-        if not self.target.single:
-            head += "{0}/{1} ready".format(len(ready), len(items)) + ("; " if rest else "")
-        return head + ("; ".join(rest) if rest else ("ready" if self.target.single else ""))
+        if self.target.single:
+            return head + ("; ".join("{0} ({1:.0f} s)".format(d, now - self.since.get(n, now)) for n, d in rest)
+                           or "ready")
+        head += "{0}/{1} ready".format(len(ready), len(items)) + ("; " if rest else "")
+        if len(rest) <= NAMED_ITEMS:
+            return head + "; ".join("{0}: {1} ({2:.0f} s)".format(n, d, now - self.since.get(n, now)) for n, d in rest)
+        return head + self._grouped(rest, now)
+
+    def _grouped(self, rest, now):
+        """Many items not ready (a roll-out's hundreds of nodes in flight): a count per detail, most first, with the
+        few that have been in it longest named; a line stays readable whatever the fleet."""
+        by_detail = {}
+        for name, detail in rest:
+            by_detail.setdefault(detail, []).append((self.since.get(name, now), name))
+        groups = sorted(by_detail.items(), key=lambda g: (-len(g[1]), g[0]))
+        parts = ["{0} {1} (longest: {2})".format(len(members), detail, ", ".join(
+            "{0} {1:.0f} s".format(name, now - since) for since, name in sorted(members)[:NAMED_LONGEST]))
+            for detail, members in groups[:DETAIL_GROUPS]]
+        if len(groups) > DETAIL_GROUPS:
+            others = groups[DETAIL_GROUPS:]
+            parts.append("{0} more in {1} other states".format(sum(len(m) for _d, m in others), len(others)))
+        return "; ".join(parts)
 
     def progress(self, now):
         return {

@@ -51,6 +51,30 @@ def node_progress(node, change):
     return DONE, "ready"
 
 
+class Progress(object):
+    """node_progress for one wait, worked out again for a node only once it changed (a new resourceVersion).
+
+    A roll-out's wait judges every node in flight at each burst of events, several times a second with hundreds of
+    nodes in flight, while only the few the burst touched have changed: the others' judgements are kept. `change`
+    must stay the same for a node (the plan's, for the whole wait). An object without a resourceVersion is judged
+    each time."""
+
+    def __init__(self):
+        self._judged = {}
+
+    def __call__(self, node, change):
+        meta = node.get("metadata") or {}
+        version = meta.get("resourceVersion")
+        if not version:
+            return node_progress(node, change)
+        kept = self._judged.get(meta.get("name"))
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        judged = node_progress(node, change)
+        self._judged[meta.get("name")] = (version, judged)
+        return judged
+
+
 def began(change, mig_pool):
     """Whether an earlier call began this node's change, so that it counts against max_unavailable at once.
 

@@ -68,11 +68,15 @@ class Copy:
         return copy.deepcopy(self._raw)
 
 
-def client_for(kubeconfig: str) -> DynamicClient:
+def client_for(kubeconfig: str, connections: int = 0) -> DynamicClient:
     # One discovery cache file per user: the default one is shared by every client on the machine and
     # concurrent writers corrupt it.
-    return DynamicClient(kube_config.new_client_from_config(config_file=kubeconfig),
-                         cache_file=f"{kubeconfig}.discovery.json")
+    api = kube_config.new_client_from_config(config_file=kubeconfig)
+    # connections: what the simulator has in flight at most (its workers and watches). The client keeps cpu x 5
+    # connections (10 on two cores): beyond that, each request of a burst opened a TLS connection and dropped it.
+    if connections:
+        api.rest_client.pool_manager.connection_pool_kw["maxsize"] = connections
+    return DynamicClient(api, cache_file=f"{kubeconfig}.discovery.json")
 
 
 class Knobs:
@@ -139,7 +143,7 @@ class Simulator:
     cached: frozenset = frozenset()
 
     def __init__(self, kubeconfig: str):
-        self.dyn = client_for(kubeconfig)
+        self.dyn = client_for(kubeconfig, self.workers + len(self.watches) + 2)
         self.knobs = Knobs(self.dyn, self.name, self.knobs_ttl)
         self._queue: list = []
         self._queued: dict = {}

@@ -273,3 +273,38 @@ def test_scaled_to_zero_names_what_it_waits_for():
         run([{"metadata": {"name": "llm-predictor"}, "status": {"replicas": 2}}], target, scaled_to_zero(), timeout=2)
     assert str(err.value).startswith("Deployment/models/llm-predictor: not ready after 2 s (expected scaled to zero "
                                      "(status.replicas == 0)); last seen: status.replicas 2 for 2 s")
+
+
+def test_a_line_counts_many_items_per_detail_and_names_the_longest_waiting():
+    def ds(name, cm):
+        return {"metadata": {"name": name}, "spec": {"template": {"spec": {"volumes": [
+            {"name": "config", "configMap": {"name": cm}}]}}}}
+    names = ["ds-%02d" % i for i in range(30)]
+    target = Target("apps/v1", "DaemonSet", namespace="gpu-operator", title="operands")
+    first = [ds(n, "old") for n in names[:20]] + [ds(n, "older") for n in names[20:]]
+    # At 2 s: five mount the new ConfigMap, three of the oldest move on to the old one.
+    second = [ds(n, "new") for n in names[:5]] + [ds(n, "old") for n in names[5:23]] + [
+        ds(n, "older") for n in names[23:]]
+    outcome, dummy = run([first, second, [ds(n, "new") for n in names]], target,
+                         operand_configs(dict((n, ("config", "new")) for n in names)))
+    assert outcome.ready
+    lines = outcome.progress["lines"]
+    # Most first; in each detail the ones in it longest (ds-20..22 came to "old" at 2 s: 0 s).
+    assert lines[1] == ("2 s: operands: 5/30 ready; 18 mounts old, not new (longest: ds-05 2 s, ds-06 2 s, ds-07 2 s); "
+                        "7 mounts older, not new (longest: ds-23 2 s, ds-24 2 s, ds-25 2 s)"), lines
+    assert "ds-20: mounts old" not in lines[1] and len(lines[1]) < 200
+    assert lines[2] == "4 s: operands: 30/30 ready"
+
+
+def test_a_line_with_many_details_counts_the_rest():
+    def ds(name, cm):
+        return {"metadata": {"name": name}, "spec": {"template": {"spec": {"volumes": [
+            {"name": "config", "configMap": {"name": cm}}]}}}}
+    names = ["ds-%02d" % i for i in range(12)]
+    target = Target("apps/v1", "DaemonSet", namespace="gpu-operator", title="operands")
+    # Twelve DaemonSets, each mounting a ConfigMap of its own: five details named, seven counted.
+    outcome, dummy = run([[ds(n, "cm-" + n) for n in names], [ds(n, "new") for n in names]], target,
+                         operand_configs(dict((n, ("config", "new")) for n in names)))
+    first = outcome.progress["lines"][0]
+    assert first.startswith("0 s: operands: 0/12 ready; 1 mounts cm-ds-00, not new (longest: ds-00 0 s); ")
+    assert first.endswith("; 1 mounts cm-ds-04, not new (longest: ds-04 0 s); 7 more in 7 other states"), first

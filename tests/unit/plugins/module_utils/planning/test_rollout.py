@@ -5,7 +5,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import Window, node_progress
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import Progress, Window, node_progress
 
 CHANGE = {"mig_change": True, "allocatable_after": {"nvidia.com/mig-1g.10gb": 16, "nvidia.com/gpu": 0}}
 
@@ -34,6 +34,34 @@ def test_time_slicing_progress_needs_only_allocatable():
     change = {"mig_change": False, "allocatable_after": {"nvidia.com/gpu": 16}}
     assert node_progress(node({}, {"nvidia.com/gpu": "4"}), change)[0] == "pending"
     assert node_progress(node({}, {"nvidia.com/gpu": "16", "cpu": "8"}), change) == ("done", "ready")
+
+
+def test_progress_judges_a_node_again_only_once_it_changed(monkeypatch):
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning import rollout
+    calls = []
+    monkeypatch.setattr(rollout, "node_progress", lambda n, c: calls.append(n["metadata"]["name"]) or ("pending", "x"))
+    progress = Progress()
+    pending = {"metadata": {"name": "a", "resourceVersion": "7"}}
+    for dummy in range(3):
+        assert progress(pending, CHANGE) == ("pending", "x")
+    assert calls == ["a"]
+    progress({"metadata": {"name": "a", "resourceVersion": "8"}}, CHANGE)
+    progress({"metadata": {"name": "b", "resourceVersion": "8"}}, CHANGE)
+    progress({"metadata": {"name": "c"}}, CHANGE)   # no resourceVersion: judged each time
+    progress({"metadata": {"name": "c"}}, CHANGE)
+    assert calls == ["a", "a", "b", "c", "c"]
+
+
+def test_progress_follows_the_node_from_pending_to_done():
+    progress = Progress()
+    stages = [({"nvidia.com/mig.config.state": "pending"}, {}), ({"nvidia.com/mig.config.state": "success"}, {}),
+              ({"nvidia.com/mig.config.state": "success"}, {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "16"})]
+    seen = []
+    for version, (labels, allocatable) in enumerate(stages):
+        n = node(labels, allocatable)
+        n["metadata"]["resourceVersion"] = str(version + 1)
+        seen.append(progress(n, CHANGE)[0])
+    assert seen == ["pending", "pending", "done"]
 
 
 def test_window_starts_a_node_as_soon_as_one_in_flight_is_done():
