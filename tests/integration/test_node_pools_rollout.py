@@ -10,8 +10,10 @@ import subprocess
 import time
 
 import pytest
+import yaml
 
 from conftest import REPO, gpu_allocatable, kill_playbook, node_labels, wait_for
+from kubegpu_devcluster import certs
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DEVICE_PLUGIN_CONFIG_ANNOTATION
 from test_gpu_node_pools import EXPECTED, POOLS, install_operator
 
@@ -372,6 +374,74 @@ def test_a_node_starts_as_soon_as_a_slot_is_free_not_when_its_batch_is_done(oper
     h200 = node_labels(dc, "gpu-h200-000")
     assert "kubegpu.io/node-pool" not in h200 and "nvidia.com/device-plugin.config" not in h200, h200
     assert h200["nvidia.com/mig.config"] == "all-disabled", h200
+
+
+NO_WATCH_USER = "kubegpu-no-watch"
+RBAC = "rbac.authorization.k8s.io/v1"
+
+
+def _account_without_watch(dc):
+    """A user allowed every verb on everything but `watch` (a hand-written role, or rules granted before the waits
+    watched), and a kubeconfig of it. Returns (kubeconfig, [(api_version, kind, name)] to delete)."""
+    pki = dc.state / "pki"
+    certs.CertificateAuthority(pki).issue("no-watch", NO_WATCH_USER)
+    verbs = ["get", "list", "create", "update", "patch", "delete", "deletecollection"]
+    role = {"metadata": {"name": NO_WATCH_USER}, "rules": [
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": verbs}, {"nonResourceURLs": ["*"], "verbs": ["get"]}]}
+    binding = {"metadata": {"name": NO_WATCH_USER},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NO_WATCH_USER},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NO_WATCH_USER}]}
+    objects = [(RBAC, "ClusterRole", role), (RBAC, "ClusterRoleBinding", binding)]
+    for api_version, kind, body in objects:
+        dc.admin.resources.get(api_version=api_version, kind=kind).server_side_apply(
+            body=dict(body, apiVersion=api_version, kind=kind), field_manager="tests", force_conflicts=True)
+    server = yaml.safe_load(dc.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    kubeconfig = dc.state / "kubeconfig-no-watch"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "no-watch",
+        "clusters": [{"name": "devcluster", "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")}}],
+        "users": [{"name": "no-watch", "user": {"client-certificate": str(pki / "no-watch.crt"),
+                                                "client-key": str(pki / "no-watch.key")}}],
+        "contexts": [{"name": "no-watch", "context": {"cluster": "devcluster", "user": "no-watch"}}]}))
+    kubeconfig.chmod(0o600)
+    return kubeconfig, [(api_version, kind, body["metadata"]["name"]) for api_version, kind, body in objects]
+
+
+def test_an_account_without_watch_rolls_out_by_listing(operator):
+    """The roll-out's waits watch the nodes and the operand DaemonSets (cluster/watch.py). An account whose rules lack
+    `watch` gets 403 for it: the waits go back to one list a poll and the run converges as before, with no error and
+    no warning to act on; the second run writes nothing."""
+    dc = operator
+    _converge(dc)
+    kubeconfig, created = _account_without_watch(dc)
+    env = {"K8S_AUTH_KUBECONFIG": str(kubeconfig)}
+    try:
+        mark = dc.audit.mark()
+        proc = dc.playbook(PLAYBOOK, *_vars(SINGLE), env=env)
+        out = json.loads(proc.stdout)
+        assert out["stats"]["localhost"]["failures"] == 0, _failure(out)
+        events = dc.audit.events(mark, user=NO_WATCH_USER)
+        again_mark = dc.audit.mark()
+        proc = dc.playbook(PLAYBOOK, *_vars(SINGLE), env=env)
+        again = json.loads(proc.stdout)["stats"]["localhost"]
+    finally:
+        for api_version, kind, name in created:
+            dc.admin.resources.get(api_version=api_version, kind=kind).delete(name=name)
+    # Every watch was refused, and each wait read by listing instead: the nodes more than once a module call.
+    watches = [e for e in events if e.verb == "watch"]
+    node_lists = [e for e in events if e.resource == "nodes" and e.verb == "list"]
+    print(f"\nwithout watch: {len(watches)} watches refused, {len(node_lists)} node lists, {len(events)} requests")
+    assert watches and {e.code for e in watches} == {403}, [str(e) for e in watches]
+    assert {e.resource for e in watches} >= {"nodes"}, [str(e) for e in watches]
+    calls = [name for name, dummy in _results(out)]
+    assert len(node_lists) > 2 * len(calls), (len(node_lists), calls)
+    assert not [e for e in events if e.code == 403 and e.verb != "watch"], [str(e) for e in events if e.code == 403]
+    # Converged as the admin's run would have: every H100 node on the single layout, allocatable as planned.
+    for name in ("gpu-h100-000", "gpu-h100-001"):
+        assert node_labels(dc, name)["nvidia.com/mig.config.state"] == "success"
+        assert node_labels(dc, name)["nvidia.com/mig.config"].startswith("kubegpu-llm-h100-")
+    assert again["changed"] == 0 and dc.audit.writes(again_mark, user=NO_WATCH_USER) == []
+    _converge(dc)
 
 
 def test_without_a_wait_each_node_is_one_patch(operator):
