@@ -158,10 +158,13 @@ def test_scaled_to_zero_counts_an_absent_replicas_field_as_zero():
     assert outcome.ready and outcome.progress["lines"][0].endswith("status.replicas 1 (0 s)")
 
 
+def ds(name, cm):
+    """A DaemonSet mounting ConfigMap `cm` as its `config` volume."""
+    return {"metadata": {"name": name}, "spec": {"template": {"spec": {"volumes": [
+        {"name": "config", "configMap": {"name": cm}}]}}}}
+
+
 def test_list_target_progress_counts_ready_items():
-    def ds(name, cm):
-        return {"metadata": {"name": name}, "spec": {"template": {"spec": {"volumes": [
-            {"name": "config", "configMap": {"name": cm}}]}}}}
     target = Target("apps/v1", "DaemonSet", namespace="gpu-operator", title="operands")
     wanted = {"plugin": ("config", "new"), "mig": ("config", "new"), "absent": ("config", "new")}
     outcome, reader = run([[ds("plugin", "old"), ds("mig", "new")], [ds("plugin", "new"), ds("mig", "new")]],
@@ -276,9 +279,6 @@ def test_scaled_to_zero_names_what_it_waits_for():
 
 
 def test_a_line_counts_many_items_per_detail_and_names_the_longest_waiting():
-    def ds(name, cm):
-        return {"metadata": {"name": name}, "spec": {"template": {"spec": {"volumes": [
-            {"name": "config", "configMap": {"name": cm}}]}}}}
     names = ["ds-%02d" % i for i in range(30)]
     target = Target("apps/v1", "DaemonSet", namespace="gpu-operator", title="operands")
     first = [ds(n, "old") for n in names[:20]] + [ds(n, "older") for n in names[20:]]
@@ -297,9 +297,6 @@ def test_a_line_counts_many_items_per_detail_and_names_the_longest_waiting():
 
 
 def test_a_line_with_many_details_counts_the_rest():
-    def ds(name, cm):
-        return {"metadata": {"name": name}, "spec": {"template": {"spec": {"volumes": [
-            {"name": "config", "configMap": {"name": cm}}]}}}}
     names = ["ds-%02d" % i for i in range(12)]
     target = Target("apps/v1", "DaemonSet", namespace="gpu-operator", title="operands")
     # Twelve DaemonSets, each mounting a ConfigMap of its own: five details named, seven counted.
