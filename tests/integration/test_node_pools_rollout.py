@@ -15,6 +15,7 @@ import yaml
 from conftest import REPO, gpu_allocatable, kill_playbook, node_labels, wait_for
 from kubegpu_devcluster import certs
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DEVICE_PLUGIN_CONFIG_ANNOTATION
+from test_api_faults import _kubeconfig
 from test_gpu_node_pools import EXPECTED, POOLS, install_operator
 
 PLAYBOOK = "playbooks/node_pools.yml"
@@ -396,14 +397,7 @@ def _account_without_watch(dc):
         dc.admin.resources.get(api_version=api_version, kind=kind).server_side_apply(
             body=dict(body, apiVersion=api_version, kind=kind), field_manager="tests", force_conflicts=True)
     server = yaml.safe_load(dc.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
-    kubeconfig = dc.state / "kubeconfig-no-watch"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "no-watch",
-        "clusters": [{"name": "devcluster", "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")}}],
-        "users": [{"name": "no-watch", "user": {"client-certificate": str(pki / "no-watch.crt"),
-                                                "client-key": str(pki / "no-watch.key")}}],
-        "contexts": [{"name": "no-watch", "context": {"cluster": "devcluster", "user": "no-watch"}}]}))
-    kubeconfig.chmod(0o600)
+    kubeconfig = _kubeconfig(dc.state / "kubeconfig-no-watch", server, pki, "no-watch")
     return kubeconfig, [(api_version, kind, body["metadata"]["name"]) for api_version, kind, body in objects]
 
 
