@@ -6,6 +6,7 @@ before and after the module, so later tests see the nodes as the fleet file desc
 """
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from kubernetes.dynamic.exceptions import NotFoundError
 
 from kubegpu_devcluster.testing import wait_for
 from kubegpu_devcluster.cluster import simulator_user
+from kubegpu_devcluster.simulators.framework import Copy
+from kubegpu_devcluster.simulators.mig_manager import MigManagerSimulator
 
 CP = "nvidia.com/v1"
 RESTARTED = "kubectl.kubernetes.io/restartedAt"
@@ -262,6 +265,27 @@ def test_unknown_mig_config_fails_at_once(dc):
     assert len(states) == 1
     assert _paused(_labels(dc, node)) == {o: "true" for o in PAUSABLE} | {"nvsm": None}
     _restore_mig(dc, node)
+
+
+def test_a_label_met_before_the_new_template_is_read_with_it(dc, operator):
+    """The Node and DaemonSet watches deliver side by side: a label written right after the operator's new pod
+    template (gpu_node_pools waits for it) can reach the mig-manager before the template does. The simulated pods
+    restart at the template change, so the label is read with the new template, not failed with the old one."""
+    ds = _api(dc, "DaemonSet", "apps/v1").get(name="nvidia-mig-manager", namespace=operator.namespace).to_dict()
+    older = copy.deepcopy(ds)   # the template before the ClusterPolicy pointed at the ConfigMap: generated configs
+    older["metadata"]["resourceVersion"] = "1"
+    older["spec"]["template"]["spec"]["volumes"] = []
+    sim = MigManagerSimulator(str(dc.kubeconfig))   # not running: its reconciles are called here, one by one
+    sim.reconcile("DaemonSet", ("DaemonSet", operator.namespace, "nvidia-mig-manager"), Copy(older))
+    sim._queue.clear()
+    sim._queued.clear()
+    node = _node(dc, "gpu-h100-001")
+    node["metadata"]["labels"]["nvidia.com/mig.config"] = "3g-3g-1g"   # only in the ConfigMap the new pods mount
+    mark = dc.audit.mark()
+    sim.reconcile("Node", ("Node", None, "gpu-h100-001"), Copy(node))
+    assert dc.audit.writes(mark) == []   # the simulator here writes as the administrator: no `failed` state
+    assert "3g-3g-1g" not in sim._failed.values()
+    assert ("Node", None, "gpu-h100-001") in sim._queued   # looked at again, with the new template
 
 
 @pytest.mark.usefixtures("operator")

@@ -20,7 +20,9 @@ change, and once on each label when its pod starts, i.e. when the DaemonSet's po
    cannot start (its volume is missing), nothing happens until it exists. The ConfigMap's content is read at
    each reconfiguration. The name comes from the DaemonSet, so a label set right after a change of
    spec.migManager.config, before the operator has rewritten the DaemonSet, meets the old pods and the old
-   configs (upstream has the same race): wait for the ClusterPolicy's new generation to be ready first.
+   configs (upstream has the same race): wait for the ClusterPolicy's new generation to be ready first. A label
+   written after the new template reaches the new pods, even when this simulator's Node watch delivers it before
+   its DaemonSet watch delivers the template (the DaemonSet is read again before such a label fails).
 2. The selected name missing from the document (or a document that does not parse): state `failed` at once,
    before anything is paused (`assert --valid-config` runs first upstream).
 3. The selected geometry equal to the applied one: `success` at once ("already applied").
@@ -212,11 +214,12 @@ class MigManagerSimulator(Simulator):
         if kind == "DaemonSet":
             if key[2] != MIG_MANAGER_DS:
                 return
-            if obj is None:
+            raw = None if obj is None else obj.to_dict()
+            if raw is None:
                 self._ds.pop(key[1], None)
             else:
-                self._ds[key[1]] = obj.to_dict()
-            sig = None if obj is None else json.dumps([obj.metadata.uid, obj.to_dict()["spec"].get("template")],
+                self._ds[key[1]] = raw
+            sig = None if raw is None else json.dumps([raw["metadata"]["uid"], raw["spec"].get("template")],
                                                       sort_keys=True)
             if sig != self._pods:   # the pods (re)started: each looks at its node's label once, failed or not
                 self._pods = sig
@@ -253,6 +256,20 @@ class MigManagerSimulator(Simulator):
             return self._patch(name, dict(self._restored(labels), **{STATE_LABEL: "success"}))
         self._start(node, ds, wanted)
 
+    def _pods_restarted(self, ds: dict) -> bool:
+        """Whether the DaemonSet's pod template has changed since the copy `ds` (its watch delivered it). The Node
+        and DaemonSet watches deliver side by side, so a label written right after a new template (gpu_node_pools
+        waits for it) can be reconciled before the template's own event. The simulated pods restart at the template
+        change, so they must read such a label with the new template: read the DaemonSet again before failing
+        (failures are rare; the roll-out's thousands of starts keep using the watched copy)."""
+        namespace = ds["metadata"]["namespace"]
+        fresh = self.get("DaemonSet", namespace, MIG_MANAGER_DS)
+        if fresh is None or fresh.metadata.resourceVersion == ds["metadata"].get("resourceVersion"):
+            return False
+        before = self._pods
+        self.reconcile("DaemonSet", ("DaemonSet", namespace, MIG_MANAGER_DS), fresh)
+        return self._pods != before
+
     @staticmethod
     def _restored(labels: dict) -> dict:
         return {k: "true" for k in PAUSED_OPERANDS if labels.get(k) == PAUSED}
@@ -281,6 +298,8 @@ class MigManagerSimulator(Simulator):
         else:
             configs = generated_configs(model)
         if wanted not in configs:
+            if self._pods_restarted(ds):
+                return   # the new pods read the label (the DaemonSet's reconcile requeued the node)
             return self._fail(node, wanted, f"selected mig-config not present: {wanted}")
         count = physical_gpus(labels, annotations)
         current = applied_geometry(annotations, count)
