@@ -160,6 +160,14 @@ options:
         reconciled; the C(node_pools) role does that first, then rolls out batch by batch with O(limit_nodes).
     type: bool
     default: true
+  start_first_batch:
+    description:
+      - With O(label_nodes=false), once the configuration is in place, start the nodes of the plan's first batch (the
+        first of the plan's C(steps)) and return as soon as they have started, as a call with O(limit_nodes) and
+        O(return_when=started) would; the call for that batch carries them on. The C(node_pools) role sets it, so that
+        the roll-out starts without the start-up of a second call. Nothing starts in check mode or with O(wait=false).
+    type: bool
+    default: false
   limit_nodes:
     description:
       - Start only these nodes (the ConfigMaps, ClusterPolicy and MachineSets are always reconciled). The
@@ -455,11 +463,10 @@ def patch_node(module, name, labels, annotations, current, target=None):
     return change
 
 
-def roll_out(module, seen, plan, busy, changes):
+def roll_out(module, seen, plan, busy, changes, params):
     """Roll the plan out pool by pool (pools in order, then released nodes), each pool through a Window of
     max_unavailable nodes; stop at the first failed node. With limit_nodes only those start (the role's batch), and
     carry_nodes (the role's batch before) are carried on first. Returns (rollout, failure message or None)."""
-    params = module.params
     limit = set(params["limit_nodes"] or [])
     carry = set(params["carry_nodes"] or [])
     current = dict((n["metadata"]["name"], {"labels": dict(n["metadata"].get("labels") or {}),
@@ -473,7 +480,7 @@ def roll_out(module, seen, plan, busy, changes):
         carried = [n for n in order if n in carry]
         if not start and not carried:
             continue
-        failure, unstarted = roll_pool(module, entry, start, carried, current, busy, changes, rollout)
+        failure, unstarted = roll_pool(module, params, entry, start, carried, current, busy, changes, rollout)
         if failure:
             left = [(entry["name"], unstarted + [n for n in order if n not in start and n not in carried])]
             left += [(e["name"], [n for batch in e["batches"] for n in batch]) for e in entries[index + 1:]]
@@ -498,7 +505,7 @@ def not_started(by_pool):
             "pool {0}: {1}".format(pool, ", ".join(nodes)) for pool, nodes in by_pool))
 
 
-def roll_pool(module, entry, start, carried, current, busy, changes, rollout):
+def roll_pool(module, params, entry, start, carried, current, busy, changes, rollout):
     """Change nodes of one pool in two steps per node, each waited for: its MIG geometry, then its device plugin
     config; at most max_unavailable nodes in flight (planning/rollout.py, Window).
 
@@ -514,7 +521,7 @@ def roll_pool(module, entry, start, carried, current, busy, changes, rollout):
     still waited for, and every node this call cordoned (or an earlier run's drain left cordoned) is uncordoned.
     Returns (failure message or None, the nodes of `start` never started).
     """
-    params, check = module.params, module.check_mode
+    check = module.check_mode
     node_changes = entry["node_changes"]
     name = entry["name"]
     waiting = params["wait"] and not check
@@ -654,6 +661,14 @@ def wait_batch(module, target, expectations, rollout, pool, timeout, on_poll=Non
         " Done: {0}.".format(", ".join(done)) if done else "")
 
 
+def first_batch(params, plan, check):
+    """start_first_batch: the parameters of the call that would start the plan's first batch (limit_nodes, to be
+    carried on by the next call), or None when this call labels nothing."""
+    if check or params["label_nodes"] or not params["start_first_batch"] or not params["wait"] or not plan["steps"]:
+        return None
+    return dict(params, limit_nodes=plan["steps"][0]["nodes"], carry_nodes=[], return_when="started")
+
+
 def last_call(params, plan):
     """Whether this call takes every node left to change to its end: a whole run, or the role's last batch (every
     node the plan still changes is one it starts or carries on, and it waits until they are done). Such a call
@@ -765,9 +780,10 @@ def run(module):
         if not outcome.ready:
             return result
     rollout, failure = {}, None
-    if params["label_nodes"]:
+    batch = first_batch(params, plan, module.check_mode)
+    if params["label_nodes"] or batch:
         try:
-            rollout, failure = roll_out(module, seen, plan, busy, changes)
+            rollout, failure = roll_out(module, seen, plan, busy, changes, batch or params)
         except RoundOver as over:
             result.update(change_report(changes, diff=module._diff))
             result.update(ready=False, progress=over.progress)
@@ -798,6 +814,7 @@ def main():
             "mig_configmap": {"type": "str", "default": "kubegpu-mig-parted-config"},
             "device_plugin_configmap": {"type": "str", "default": "kubegpu-device-plugin-config"},
             "drain_gpu_pods": {"type": "bool", "default": False},
+            "start_first_batch": {"type": "bool", "default": False},
             "label_nodes": {"type": "bool", "default": True},
             "limit_nodes": {"type": "list", "elements": "str"},
             "carry_nodes": {"type": "list", "elements": "str"},

@@ -126,7 +126,9 @@ class Bench:
         self.stalled = 30.0
 
     def env(self) -> dict:
-        return dict(self.dc.env(), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
+        # JSON on one line: the output is parsed for the tasks' times, not read, and the callback's indented dump of a
+        # 1,000-node roll-out's results (9 MB) took 0.9 s at the playbook's end, in the time measured.
+        return dict(self.dc.env(), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_JSON_INDENT="0")
 
     def measure(self, label: str, cmd: list, peak: str | None = None) -> dict:
         self.settle()

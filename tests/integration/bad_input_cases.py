@@ -29,7 +29,8 @@ from conftest import REPO
 INVENTORY = REPO / "examples" / "demo" / "inventory.yml"
 DEMO = yaml.safe_load(INVENTORY.read_text())["all"]["vars"]
 PREFLIGHT_TASK = "Check the inventory and the cluster before anything is written"
-POOLS_PLAN_TASK = "Plan every pool, then reconcile the ConfigMaps, the ClusterPolicy and MachineSet templates"
+POOLS_PLAN_TASK = ("Plan every pool, then reconcile the ConfigMaps, the ClusterPolicy and MachineSet templates and start "
+                   "the first batch")
 WORKERS = int(os.environ.get("KUBEGPU_BAD_INPUT_WORKERS", "3"))
 SITE, OPERATOR, POOLS, DRA, SERVING = "site", "gpu_operator", "node_pools", "dra", "serving"
 MONITORING, UNINSTALL = "monitoring", "uninstall"

@@ -12,6 +12,7 @@ import time
 import pytest
 import yaml
 
+from bad_input_cases import POOLS_PLAN_TASK
 from conftest import REPO, gpu_allocatable, kill_playbook, node_labels, wait_for
 from kubegpu_devcluster import certs
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DEVICE_PLUGIN_CONFIG_ANNOTATION
@@ -203,7 +204,7 @@ def test_unknown_machineset_is_refused_before_any_write(operator):
     # fleet it plans from (one Node list per run), before its first write.
     (name, msg), = _any_failure(out)
     task = name.split(" : ")[-1]
-    assert task == "Plan every pool, then reconcile the ConfigMaps, the ClusterPolicy and MachineSet templates", name
+    assert task == POOLS_PLAN_TASK, name
     assert "pool 'batch-a100': machinesets: MachineSet no-such-machineset not found" in msg
     assert "demo-gpu-a100-us-east-1a" in msg and "nothing was written" in msg.lower()
     assert dc.audit.writes(mark) == []
@@ -564,18 +565,22 @@ def test_batches_wait_in_rounds_with_progress_and_report_the_change(operator):
     rounds = [line for line in proc.stderr.splitlines() if line.startswith("[localhost] waiting ")]
     # gpu-h100-001 starts in the last batch's task, once gpu-h100-000 is done, and is pending for 4 s
     assert any("gpu-h100-001" in line and "mig.config.state" in line for line in rounds), proc.stderr[-3000:]
+    [plan] = [r for name, r in _results(out) if name.endswith(POOLS_PLAN_TASK)]
     batches = [(name, r) for name, r in _results(out) if "Roll out pool llm-h100" in name]
-    assert len(batches) == 2 and all(r["changed"] and r["ready"] for dummy, r in batches), [
+    assert len(batches) == 2 and all(r["ready"] for dummy, r in batches), [
         (name, r["changed"], r["ready"], r["attempts"]) for name, r in batches]
     (first_name, first), (last_name, last) = batches
-    # The first batch's task ends once its node has started; the last one is called again until every node is done.
+    # The planning call starts the first batch (start_first_batch) and returns once its node has started; the first
+    # batch's task finds it started and hands it on without a write; the last one is called again until every node
+    # is done.
+    assert plan["rollout"]["llm-h100"]["gpu-h100-000"]["state"] == "started", plan["rollout"]
     assert first["rollout"]["llm-h100"]["gpu-h100-000"]["state"] == "started", first["rollout"]
+    assert not first["changed"], first["changes"]
     assert last["attempts"] > 1 and last["rollout"]["llm-h100"]["gpu-h100-001"]["state"] == "done", last["rollout"]
-    for name, result in batches:
-        # The batch's node, from the task's title ("... batch 1/2 (gpu-h100-000)"); the last task may first have
-        # sent the device plugin step of the node it carried on.
-        node = name.rsplit("(", 1)[-1].rstrip(")")
-        assert "Node/" + node in [c["key"] for c in result["changes"]], (name, result["changes"])
+    for node, result in (("gpu-h100-000", plan), ("gpu-h100-001", last)):
+        # The node's label patch is the call's that started it; the last task may first have sent the device plugin
+        # step of the node it carried on.
+        assert "Node/" + node in [c["key"] for c in result["changes"]], (node, result["changes"])
         # Every round's progress lines are kept, the node's among them.
         assert any(node in line for line in result["progress"]["lines"]), result["progress"]
     nodes = {n.metadata.name: n for n in dc.admin.resources.get(api_version="v1", kind="Node").get().items}

@@ -181,6 +181,12 @@ class Simulator:
         if kind in self.cached and written is not None:
             self._store(kind, written.to_dict() if hasattr(written, "to_dict") else written)
 
+    def watched(self, kind: str, namespace: str | None, name: str) -> dict | None:
+        """An object of a cached kind as its watch (or this simulator's own write) last delivered it; None when it
+        has not. Shared, not copied: for reading only."""
+        with self._cv:
+            return self._cache.get((kind, namespace or None, name))
+
     def _store(self, kind: str, raw: dict) -> None:
         meta = raw.get("metadata") or {}
         key = (kind, meta.get("namespace") or None, meta.get("name"))

@@ -18,11 +18,13 @@ change, and once on each label when its pod starts, i.e. when the DaemonSet's po
    (kubegpu_devcluster.hardware): all-disabled, all-enabled, all-<profile> ('+' written '.', as
    mig-parted's builder does) and all-balanced. A named ConfigMap that does not exist: the mig-manager pod
    cannot start (its volume is missing), nothing happens until it exists. The ConfigMap's content is read at
-   each reconfiguration. The name comes from the DaemonSet, so a label set right after a change of
-   spec.migManager.config, before the operator has rewritten the DaemonSet, meets the old pods and the old
-   configs (upstream has the same race): wait for the ClusterPolicy's new generation to be ready first. A label
-   written after the new template reaches the new pods, even when this simulator's Node watch delivers it before
-   its DaemonSet watch delivers the template (the DaemonSet is read again before such a label fails).
+   each reconfiguration, from the copy this simulator's ConfigMap watch keeps (as the node's kubelet keeps the
+   mounted file current), and from the API server when that copy lacks the selected name. The name comes from
+   the DaemonSet, so a label set right after a change of spec.migManager.config, before the operator has
+   rewritten the DaemonSet, meets the old pods and the old configs (upstream has the same race): wait for the
+   ClusterPolicy's new generation to be ready first. A label written after the new template reaches the new
+   pods, even when this simulator's Node watch delivers it before its DaemonSet watch delivers the template (the
+   DaemonSet is read again before such a label fails).
 2. The selected name missing from the document (or a document that does not parse): state `failed` at once,
    before anything is paused (`assert --valid-config` runs first upstream).
 3. The selected geometry equal to the applied one: `success` at once ("already applied").
@@ -56,7 +58,7 @@ import time
 import yaml
 
 from .. import hardware
-from .framework import Simulator, log
+from .framework import KNOBS_CONFIGMAP, KNOBS_NAMESPACE, Simulator, log
 from .gpu_operator import MIG_MANAGER_DS, pod_configmap
 
 CONFIG_LABEL = "nvidia.com/mig.config"
@@ -161,20 +163,26 @@ def plan(model: str, current: list, entries) -> list:
     return result
 
 
+def _pods_of(ds: dict) -> str:
+    """What the mig-manager pods run: the DaemonSet (its uid) and its pod template. A change restarts them."""
+    return json.dumps([ds["metadata"]["uid"], ds["spec"].get("template")], sort_keys=True)
+
+
 def _names(value: str) -> set:
     return {n.strip() for n in value.split(",") if n.strip()}
 
 
 class MigManagerSimulator(Simulator):
     name = "mig-manager"
-    watches = {"Node": "v1", "DaemonSet": "apps/v1"}
-    extra_kinds = {"ConfigMap": "v1"}
+    # ConfigMaps are watched for the mig-parted document, as each node's kubelet watches the ConfigMap its
+    # mig-manager pod mounts: a batch's hundreds of starts read the watched copy, not the API server each.
+    watches = {"Node": "v1", "DaemonSet": "apps/v1", "ConfigMap": "v1"}
     # A batch starts hundreds of nodes at once: the knobs are read once per quarter second, not per node. Knobs are
     # read when a reconfiguration starts and when it is due (at least mig-manager.seconds later), and every second
     # while a node hangs, so a knob set before a run is always seen.
     knobs_ttl = 0.25
     workers = 16
-    cached = frozenset({"Node"})
+    cached = frozenset({"Node", "ConfigMap"})
     status_blind = frozenset({"DaemonSet"})
 
     def __init__(self, kubeconfig: str):
@@ -189,19 +197,33 @@ class MigManagerSimulator(Simulator):
         """The DaemonSet as its watch last delivered it (a batch's nodes start without a list call each)."""
         return self._ds[sorted(self._ds)[0]] if self._ds else None
 
-    def _mig_configs(self, cm) -> dict:
+    def _mig_configs(self, cm: dict) -> dict:
         """The ConfigMap's mig-configs, parsed once per resourceVersion (a batch's nodes share one config file)."""
-        key = (cm.metadata.namespace, cm.metadata.name)
+        meta = cm["metadata"]
+        key = (meta["namespace"], meta["name"])
         cached = self._configs.get(key)
-        if cached and cached[0] == cm.metadata.resourceVersion:
+        if cached and cached[0] == meta["resourceVersion"]:
             return cached[1]
         try:
-            doc = yaml.safe_load(((cm.data and cm.data.to_dict()) or {}).get("config.yaml") or "") or {}
+            doc = yaml.safe_load((cm.get("data") or {}).get("config.yaml") or "") or {}
             configs = doc.get("mig-configs") or {}
         except (yaml.YAMLError, AttributeError):
             configs = {}
-        self._configs[key] = (cm.metadata.resourceVersion, configs)
+        self._configs[key] = (meta["resourceVersion"], configs)
         return configs
+
+    def _document(self, namespace: str, name: str, wanted: str) -> dict | None:
+        """The mig-parted ConfigMap as the watch last delivered it; read again when it lacks `wanted` or is not
+        there (a ConfigMap written just before the label may not have been delivered yet). None: it does not
+        exist."""
+        cm = self.watched("ConfigMap", namespace, name)
+        if cm is None or wanted not in self._mig_configs(cm):
+            fresh = self.get("ConfigMap", namespace, name)
+            if fresh is None:
+                return None
+            cm = fresh.to_dict()
+            self.remember("ConfigMap", cm)
+        return cm
 
     def _patch(self, name: str, labels: dict, annotations: dict | None = None) -> None:
         meta = {"labels": labels}
@@ -211,6 +233,10 @@ class MigManagerSimulator(Simulator):
                                                      content_type="application/merge-patch+json"))
 
     def reconcile(self, kind, key, obj):
+        if kind == "ConfigMap":
+            if (key[1], key[2]) == (KNOBS_NAMESPACE, KNOBS_CONFIGMAP):   # a knob set: seen by the next look
+                self.knobs.invalidate()
+            return
         if kind == "DaemonSet":
             if key[2] != MIG_MANAGER_DS:
                 return
@@ -219,8 +245,7 @@ class MigManagerSimulator(Simulator):
                 self._ds.pop(key[1], None)
             else:
                 self._ds[key[1]] = raw
-            sig = None if raw is None else json.dumps([raw["metadata"]["uid"], raw["spec"].get("template")],
-                                                      sort_keys=True)
+            sig = None if raw is None else _pods_of(raw)
             if sig != self._pods:   # the pods (re)started: each looks at its node's label once, failed or not
                 self._pods = sig
                 self._failed.clear()
@@ -256,19 +281,20 @@ class MigManagerSimulator(Simulator):
             return self._patch(name, dict(self._restored(labels), **{STATE_LABEL: "success"}))
         self._start(node, ds, wanted)
 
-    def _pods_restarted(self, ds: dict) -> bool:
-        """Whether the DaemonSet's pod template has changed since the copy `ds` (its watch delivered it). The Node
-        and DaemonSet watches deliver side by side, so a label written right after a new template (gpu_node_pools
-        waits for it) can be reconciled before the template's own event. The simulated pods restart at the template
-        change, so they must read such a label with the new template: read the DaemonSet again before failing
-        (failures are rare; the roll-out's thousands of starts keep using the watched copy)."""
+    def _pods_restarted(self, ds: dict, node: str) -> bool:
+        """Whether the DaemonSet's pod template differs from the one of `ds`, the copy this reconcile used (its
+        watch delivered it). The Node and DaemonSet watches deliver side by side, so a label written right after a
+        new template (gpu_node_pools waits for it) can be reconciled before the template's own event, or while
+        another worker takes it in. The simulated pods restart at the template change, so they must read such a
+        label with the new template: read the DaemonSet again before failing (failures are rare; the roll-out's
+        thousands of starts keep using the watched copy), take the new template in and look at the node again."""
         namespace = ds["metadata"]["namespace"]
         fresh = self.get("DaemonSet", namespace, MIG_MANAGER_DS)
-        if fresh is None or fresh.metadata.resourceVersion == ds["metadata"].get("resourceVersion"):
+        if fresh is None or _pods_of(fresh.to_dict()) == _pods_of(ds):
             return False
-        before = self._pods
         self.reconcile("DaemonSet", ("DaemonSet", namespace, MIG_MANAGER_DS), fresh)
-        return self._pods != before
+        self.requeue("Node", None, node)
+        return True
 
     @staticmethod
     def _restored(labels: dict) -> dict:
@@ -290,7 +316,7 @@ class MigManagerSimulator(Simulator):
         namespace = ds["metadata"]["namespace"]
         cm_name = pod_configmap(ds, "mig-parted-config")
         if cm_name:
-            cm = self.get("ConfigMap", namespace, cm_name)
+            cm = self._document(namespace, cm_name, wanted)
             if cm is None:
                 log.info("mig-manager: ConfigMap %s/%s missing: the mig-manager pod cannot start", namespace, cm_name)
                 return self.requeue("Node", None, meta["name"], after=2.0)
@@ -298,8 +324,8 @@ class MigManagerSimulator(Simulator):
         else:
             configs = generated_configs(model)
         if wanted not in configs:
-            if self._pods_restarted(ds):
-                return   # the new pods read the label (the DaemonSet's reconcile requeued the node)
+            if self._pods_restarted(ds, meta["name"]):
+                return   # the new pods read the label: the node is looked at again
             return self._fail(node, wanted, f"selected mig-config not present: {wanted}")
         count = physical_gpus(labels, annotations)
         current = applied_geometry(annotations, count)
