@@ -126,6 +126,19 @@ def failure(out):
     return None
 
 
+def why(out):
+    """The failed task's name and message, and each failed loop item's, whole: an assertion message that is not a
+    string is cut to a few hundred characters, and a loop's own message is only "One or more items failed"."""
+    for play in out["plays"]:
+        for t in play["tasks"]:
+            result = t["hosts"].get("localhost", {})
+            if result.get("failed"):
+                items = ["item {0}: {1}".format(r.get("item"), r.get("msg")) for r in result.get("results") or []
+                         if r.get("failed")]
+                return "\n".join(["{0}: {1}".format(_name(t), result.get("msg"))] + items)
+    return ""
+
+
 def models_with(**changes):
     """The inventory's models with fields of some changed by name (a field set to None is dropped)."""
     out = []
@@ -179,9 +192,31 @@ def model_state(dc, model) -> str:
             lines.append(f"ResourceClaim {claim['metadata']['name']}: allocated "
                          f"{bool((claim.get('status') or {}).get('allocation'))}, reserved for "
                          f"{[r.get('name') for r in (claim.get('status') or {}).get('reservedFor') or []]}")
+    # The chain above the pods: the InferenceService, and in Knative mode the Service, Configuration and Revisions.
+    for api_version, kind in ((ISVC, "InferenceService"), ("serving.knative.dev/v1", "Service"),
+                              ("serving.knative.dev/v1", "Configuration"), ("serving.knative.dev/v1", "Revision")):
+        try:
+            items = dc.admin.resources.get(api_version=api_version, kind=kind).get(namespace=NS).items
+        except Exception as e:  # the kind is not served on this flavour
+            lines.append(f"{kind}: {e.__class__.__name__}")
+            continue
+        for o in items:
+            o = o.to_dict()
+            if o["metadata"]["name"] == model or o["metadata"]["name"].startswith(model + "-"):
+                conditions = [(c["type"], c["status"], c.get("reason"), c.get("message"))
+                              for c in (o.get("status") or {}).get("conditions") or []]
+                lines.append(f"{kind} {o['metadata']['name']}: generation {o['metadata'].get('generation')}, "
+                             f"annotations {(o['metadata'].get('annotations') or {}).get(REQUESTS_ANNOTATION)!r} "
+                             f"requests, {conditions}")
     events = dc.admin.resources.get(api_version="v1", kind="Event").get(namespace=NS).items
     lines += [f"Event {e.involvedObject.kind}/{e.involvedObject.name}: {e.reason}: {e.message}" for e in events
               if (e.involvedObject.name or "").startswith(model + "-")][-15:]
+    # What the simulators said about it (or failed at): the serving chain below KServe is theirs.
+    log = dc.state / "simulators.log"
+    if log.exists():
+        said = [line for line in log.read_text(errors="replace").splitlines()[-3000:]
+                if model in line or "Traceback" in line or "Error" in line]
+        lines += ["simulators.log: " + line for line in said[-25:]]
     return "\n".join(lines) or f"nothing of {model} in {NS}"
 
 
@@ -248,7 +283,7 @@ def converge_and_check(dc, helm_bin, flavor, mode_names):
     """Check mode writes nothing; the run converges; a second run writes nothing. Returns the converge's output."""
     mark = dc.audit.mark()
     out, stats, seconds = run(dc, helm_bin, "--check", "--diff")
-    assert not failure(out), failure(out)
+    assert not failure(out), why(out)
     assert dc.audit.writes(mark) == []
     platform = task(out, "Detect the serving platform")
     assert platform["platform"]["flavor"] == flavor
@@ -256,7 +291,7 @@ def converge_and_check(dc, helm_bin, flavor, mode_names):
 
     mark = dc.audit.mark()
     out, stats, seconds = run(dc, helm_bin)
-    assert not failure(out), failure(out)
+    assert not failure(out), why(out)
     writes = dc.audit.writes(mark)
     print(f"{flavor}: converged in {seconds:.1f} s with {len(writes)} writes")
     live = isvcs(dc)
@@ -271,7 +306,7 @@ def converge_and_check(dc, helm_bin, flavor, mode_names):
     mark = dc.audit.mark()
     t0 = time.monotonic()
     again, stats, dummy = run(dc, helm_bin)
-    assert not failure(again), failure(again)
+    assert not failure(again), why(again)
     assert stats["changed"] == 0
     assert dc.audit.writes(mark) == []
     print(f"{flavor}: second run {time.monotonic() - t0:.1f} s, 0 writes")
@@ -472,10 +507,10 @@ def test_openshift_ai_2_installs_serverless_and_converges(openshift_ai_2, helm_b
     models_2 = models_2x()
     mark = dc.audit.mark()
     out, stats, dummy = run(dc, helm_bin, "--check", models=models_2, openshift_ai={"channel": "stable"})
-    assert not failure(out), failure(out)
+    assert not failure(out), why(out)
     assert dc.audit.writes(mark) == []
     out, stats, seconds = run(dc, helm_bin, models=models_2, openshift_ai={"channel": "stable"})
-    assert not failure(out), failure(out)
+    assert not failure(out), "\n".join([why(out)] + [model_state(dc, m["name"]) for m in models_2])
     print(f"\nopenshift-ai-2: converged in {seconds:.1f} s")
     installed = [r["item"]["package"] for r in task(out, "Install the operators")["results"]]
     assert installed == ["servicemeshoperator", "serverless-operator", "authorino-operator", "rhods-operator"]
