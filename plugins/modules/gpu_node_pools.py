@@ -279,7 +279,10 @@ diff:
   returned: in diff mode
   type: dict
 rollout:
-  description: Per pool, per node changed, the final state, detail and seconds it took (from O(wait_started) when set).
+  description:
+    - Per pool, per node changed, the final state, detail and seconds it took (from O(wait_started) when set).
+    - A round that runs out (O(wait_round)) lists its nodes in flight as C(waiting); the rounds of one wait are merged,
+      so the last round lists every node the wait changed, a node that finished between two rounds as C(done).
   returned: when nodes changed and wait is true
   type: dict
 finished:
@@ -463,17 +466,17 @@ def patch_node(module, name, labels, annotations, current, target=None):
     return change
 
 
-def roll_out(module, seen, plan, busy, changes, params):
+def roll_out(module, seen, plan, busy, changes, params, rollout):
     """Roll the plan out pool by pool (pools in order, then released nodes), each pool through a Window of
     max_unavailable nodes; stop at the first failed node. With limit_nodes only those start (the role's batch), and
-    carry_nodes (the role's batch before) are carried on first. Returns (rollout, failure message or None)."""
+    carry_nodes (the role's batch before) are carried on first. Each node's state goes into `rollout` ({pool: {node:
+    state}}), a round that runs out (RoundOver) included. Returns the failure message or None."""
     limit = set(params["limit_nodes"] or [])
     carry = set(params["carry_nodes"] or [])
     current = dict((n["metadata"]["name"], {"labels": dict(n["metadata"].get("labels") or {}),
                                             "annotations": dict(n["metadata"].get("annotations") or {})})
                    for n in seen["nodes"])
     entries = list(plan["pools"]) + [dict(plan["released"], name=RELEASED)]
-    rollout = {}
     for index, entry in enumerate(entries):
         order = [n for batch in entry["batches"] for n in batch]
         start = [n for n in order if (not limit or n in limit) and n not in carry]
@@ -484,8 +487,18 @@ def roll_out(module, seen, plan, busy, changes, params):
         if failure:
             left = [(entry["name"], unstarted + [n for n in order if n not in start and n not in carried])]
             left += [(e["name"], [n for batch in e["batches"] for n in batch]) for e in entries[index + 1:]]
-            return rollout, failure + " " + not_started(left)
-    return rollout, None
+            return failure + " " + not_started(left)
+    return None
+
+
+def settle_between_rounds(earlier, rollout, nodes):
+    """The nodes an earlier round of this wait left in flight that this round did not roll: the plan found nothing
+    left to do for them, so they finished between the two rounds (the task's delay, the next call's start). They
+    are reported done, not dropped from the last round's report; a node no longer in the cluster is left as it was."""
+    for pool, states in (earlier or {}).items():
+        for node, state in states.items():
+            if state.get("state") not in ("done", "failed") and node not in rollout.get(pool, {}) and node in nodes:
+                rollout.setdefault(pool, {})[node] = dict(state, state="done", detail="done between two rounds")
 
 
 def few(names, named=8):
@@ -646,12 +659,14 @@ def wait_batch(module, target, expectations, rollout, pool, timeout, on_poll=Non
     except WaitTimeout as err:
         return str(err)
     module.progress = outcome.progress
-    if not outcome.ready:
-        raise RoundOver(outcome.progress)
     names = {READY: "done", WAIT_FAILED: "failed"}
+    # Recorded for a round that runs out too: the rounds of one wait are merged (Rounds.MERGED), so the last one
+    # lists every node the wait changed, those that finished between two rounds included (settle_between_rounds).
     rollout.setdefault(pool, {}).update(
         (n, {"state": names.get(s, s), "detail": d, "seconds": outcome.since.get(n, 0.0)})
         for n, (s, d) in outcome.items.items())
+    if not outcome.ready:
+        raise RoundOver(outcome.progress)
     failed = outcome.failed
     if not failed:
         return None
@@ -783,11 +798,14 @@ def run(module):
     batch = first_batch(params, plan, module.check_mode)
     if params["label_nodes"] or batch:
         try:
-            rollout, failure = roll_out(module, seen, plan, busy, changes, batch or params)
+            failure = roll_out(module, seen, plan, busy, changes, batch or params, rollout)
         except RoundOver as over:
             result.update(change_report(changes, diff=module._diff))
-            result.update(ready=False, progress=over.progress)
+            result.update(ready=False, progress=over.progress, rollout=rollout)
             return result
+    if not failure:
+        present = set(n["metadata"]["name"] for n in seen["nodes"])
+        settle_between_rounds(module.earlier_rounds("rollout"), rollout, present)
     finished = params["label_nodes"] and params["wait"] and last_call(params, plan)
     if not failure and finished:
         # Every node has moved to its pool's current configs: drop those no node names any more. The effective

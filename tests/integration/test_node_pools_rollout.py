@@ -572,7 +572,7 @@ def test_batches_wait_in_rounds_with_progress_and_report_the_change(operator):
     (first_name, first), (last_name, last) = batches
     # The planning call starts the first batch (start_first_batch) and returns once its node has started; the first
     # batch's task finds it started and hands it on without a write; the last one is called again until every node
-    # is done.
+    # is done, and its last round reports them all (one that finished while its next round started among them).
     assert plan["rollout"]["llm-h100"]["gpu-h100-000"]["state"] == "started", plan["rollout"]
     assert first["rollout"]["llm-h100"]["gpu-h100-000"]["state"] == "started", first["rollout"]
     assert not first["changed"], first["changes"]

@@ -50,6 +50,9 @@ class Rounds(object):
     """
 
     CARRIED = ("changes", "approved_plans")   # lists of what a round did, shown by the last round
+    # {group: {item: state}} maps (a roll-out's nodes per pool): a later round's entry for an item replaces the
+    # earlier one, and the items only an earlier round saw are kept.
+    MERGED = ("rollout",)
 
     def __init__(self, params):
         # The cluster is part of the key: with one inventory host per cluster (docs/many-clusters.md) the same task
@@ -72,6 +75,12 @@ class Rounds(object):
         for key in self.CARRIED:
             if carried.get(key):
                 result[key] = carried[key] + list(result.get(key) or [])
+        for key in self.MERGED:
+            if carried.get(key):
+                merged = dict((group, dict(items)) for group, items in carried[key].items())
+                for group, items in (result.get(key) or {}).items():
+                    merged.setdefault(group, {}).update(items)
+                result[key] = merged
         if carried.get("changes") and "diff" in result:  # no diff asked for: none built (apply.change_report)
             result["diff"] = diff_of(result["changes"])
         result["changed"] = bool(result.get("changed")) or self.state["changed"]
@@ -85,7 +94,7 @@ class Rounds(object):
                 pass
             return
         state = {"changed": result["changed"], "memory": self.memory,
-                 "carried": dict((k, result[k]) for k in self.CARRIED if result.get(k)),
+                 "carried": dict((k, result[k]) for k in self.CARRIED + self.MERGED if result.get(k)),
                  "lines": (result.get("progress") or {}).get("lines", [])}
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -161,6 +170,13 @@ class KubegpuModule(AnsibleModule):
         except ClusterError as e:
             self.fail_json(msg=str(e))
         self.exit_json(**result)
+
+    def earlier_rounds(self, key):
+        """What the earlier rounds of this call's wait reported under `key` (Rounds.CARRIED or MERGED); None on a
+        first round or a call without rounds."""
+        if getattr(self, "_rounds", None) is None:
+            return None
+        return self._rounds.state["carried"].get(key)
 
     def wait_policy(self):
         """{budget, started} for wait_for: what is left of this call's round, and when the whole wait began."""

@@ -63,3 +63,21 @@ def test_the_same_wait_against_two_clusters_keeps_two_records(tmp_path, monkeypa
     assert west.path != east.path and west.state["carried"] == {}
     monkeypatch.setenv("K8S_AUTH_KUBECONFIG", "/clusters/east")
     assert Rounds(PARAMS).state["carried"]["changes"] == [{"key": "ClusterPolicy/cp"}]
+
+
+def test_a_roll_out_of_several_rounds_is_reported_whole_by_the_last(tmp_path, monkeypatch):
+    """Per-node maps are merged, not appended: a node's later state replaces its earlier one, and a node only an
+    earlier round saw stays in the last round's report."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    first = {"changed": True, "ready": False, "rollout": {"llm": {
+        "gpu-0": {"state": "waiting", "detail": "started", "seconds": 0.5},
+        "gpu-1": {"state": "waiting", "detail": "mig.config.state pending", "seconds": 1.0}}}}
+    Rounds(PARAMS).merge(first, last=False)
+    final = {"changed": False, "ready": True, "rollout": {"llm": {
+        "gpu-1": {"state": "done", "detail": "ready", "seconds": 5.0}}, "released": {
+        "gpu-9": {"state": "done", "detail": "ready", "seconds": 5.5}}}}
+    Rounds(PARAMS).merge(final, last=True)
+    assert final["rollout"] == {
+        "llm": {"gpu-0": {"state": "waiting", "detail": "started", "seconds": 0.5},
+                "gpu-1": {"state": "done", "detail": "ready", "seconds": 5.0}},
+        "released": {"gpu-9": {"state": "done", "detail": "ready", "seconds": 5.5}}}
