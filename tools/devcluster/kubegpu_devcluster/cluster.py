@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from . import certs, control_plane, paths
+from . import certs, control_plane, paths, ports
 
 ADMIN = ("kubegpu-admin", ("system:masters",))
 NOBODY = ("kubegpu-nobody", ())
@@ -76,12 +75,6 @@ def audit_policy(request_bodies_of=()) -> dict:
     bodies = [{"level": "Metadata", "users": users, "resources": [{"group": "", "resources": ["secrets"]}]},
               {"level": "Request", "users": users}]
     return dict(AUDIT_POLICY, rules=bodies + AUDIT_POLICY["rules"])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _kubeconfig(state: Path, server: str, user_stem: str) -> dict:
@@ -186,7 +179,7 @@ def up(state: Path, timeout: float = 90, seed: Path | None = None) -> dict:
     if seed is not None and not (state / "etcd-data").exists():
         shutil.copytree(seed, state / "etcd-data")
         seeded = ["--force-new-cluster"]
-    etcd_port, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
+    etcd_port, etcd_peer, api_port = ports.free_ports(3)
     server = f"https://127.0.0.1:{api_port}"
     env = dict(os.environ, ETCD_UNSUPPORTED_ARCH=os.environ.get("ETCD_UNSUPPORTED_ARCH", ""))
     etcd = subprocess.Popen(

@@ -10,7 +10,6 @@ KWOK manages the fleet's nodes (FLEET_LABEL): leases, Ready, and the pods bound 
 """
 from __future__ import annotations
 
-import socket
 import ssl
 import subprocess
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from . import certs, paths
+from . import certs, paths, ports
 from .fleet import FLEET_LABEL
 
 CONTROLLER_MANAGER = ("kube-controller-manager", "system:kube-controller-manager")
@@ -32,12 +31,6 @@ LEASE_SECONDS = 120
 NODE_GRACE = "300s"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 BINARIES = ("kube-controller-manager", "kube-scheduler", "kwok")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def issue_certificates(ca: certs.CertificateAuthority) -> None:
@@ -74,7 +67,7 @@ def start(state: Path, kwok_kubeconfig: Path) -> dict:
     check_binaries()
     bins, pki = paths.bin_dir(), state / "pki"
     started = {}
-    port = _free_port()
+    port, scheduler_port, kwok_port = ports.free_ports(3)
     pid = _start(state, "kube-controller-manager", [
         str(bins / "kube-controller-manager"), *_component_args(state, CONTROLLER_MANAGER[0], port),
         f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
@@ -83,16 +76,15 @@ def start(state: Path, kwok_kubeconfig: Path) -> dict:
         # The defaults (20/s) take a minute to garbage-collect the leases of a 1,000-node fleet.
         "--kube-api-qps=100", "--kube-api-burst=200"])
     started["kube-controller-manager"] = (pid, f"https://127.0.0.1:{port}/healthz")
-    port = _free_port()
     pid = _start(state, "kube-scheduler", [str(bins / "kube-scheduler"),
-                                           *_component_args(state, SCHEDULER[0], port)])
-    started["kube-scheduler"] = (pid, f"https://127.0.0.1:{port}/healthz")
-    started["kwok"] = _start_kwok(state, kwok_kubeconfig)
+                                           *_component_args(state, SCHEDULER[0], scheduler_port)])
+    started["kube-scheduler"] = (pid, f"https://127.0.0.1:{scheduler_port}/healthz")
+    started["kwok"] = _start_kwok(state, kwok_kubeconfig, kwok_port)
     return started
 
 
-def _start_kwok(state: Path, kwok_kubeconfig: Path) -> tuple:
-    port = _free_port()
+def _start_kwok(state: Path, kwok_kubeconfig: Path, port: int | None = None) -> tuple:
+    port = port or ports.free_ports(1)[0]
     pid = _start(state, "kwok", [
         str(paths.bin_dir() / "kwok"), f"--kubeconfig={kwok_kubeconfig}",
         "--config=" + ",".join(str(p) for p in KWOK_STAGES),
