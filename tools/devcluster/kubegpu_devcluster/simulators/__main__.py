@@ -5,6 +5,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from ..cluster import kubeconfig_path
@@ -28,10 +29,26 @@ SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator, "mig-ma
               "kueue-operator": KueueOperatorSimulator, "dcgm-exporter": DcgmExporterSimulator}
 
 
+# A simulator's construction reads the API server (discovery, its knobs); one that fails (the API server busy, a
+# CRD deleted at that moment) is made again, not allowed to end the process: the cluster would go on without any.
+START_ATTEMPTS = 30
+
+
+def construct(name: str, cls, kubeconfig: str):
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return cls(kubeconfig)
+        except Exception:
+            if attempt == START_ATTEMPTS:
+                raise
+            logging.getLogger("simulators").exception("%s: could not start (attempt %d); trying again", name, attempt)
+            time.sleep(1.0)
+
+
 def main() -> None:
     state = Path(sys.argv[1])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(threadName)s %(levelname)s %(message)s")
-    running = [cls(str(kubeconfig_path(state, f"sim-{name}"))) for name, cls in SIMULATORS.items()]
+    running = [construct(name, cls, str(kubeconfig_path(state, f"sim-{name}"))) for name, cls in SIMULATORS.items()]
     for sim in running:
         sim.start()
     done = threading.Event()

@@ -16,7 +16,7 @@ import time
 from datetime import datetime, timezone
 
 from kubernetes import config as kube_config
-from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic import DynamicClient, LazyDiscoverer
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 KNOBS_NAMESPACE = "kubegpu-devcluster"
@@ -68,6 +68,20 @@ class Copy:
         return copy.deepcopy(self._raw)
 
 
+class Discoverer(LazyDiscoverer):
+    """The client's lazy discovery, where a group version the server still lists but no longer serves (its CRD
+    being deleted: a fleet switch, an operator's uninstall) has no resources. Upstream, its 404 ends every search
+    that walks it, and a lookup of a core kind ("v1" names no group) walks every group: a simulator process that
+    started while the switch deleted the KServe CRDs died in its first ConfigMap lookup, and the cluster went on
+    without any simulator. An empty group version is not kept: the next search asks again."""
+
+    def get_resources_for_api_version(self, prefix, group, version, preferred):
+        try:
+            return super().get_resources_for_api_version(prefix, group, version, preferred)
+        except NotFoundError:
+            return {}
+
+
 def client_for(kubeconfig: str, connections: int = 0) -> DynamicClient:
     # One discovery cache file per user: the default one is shared by every client on the machine and
     # concurrent writers corrupt it.
@@ -76,7 +90,7 @@ def client_for(kubeconfig: str, connections: int = 0) -> DynamicClient:
     # connections (10 on two cores): beyond that, each request of a burst opened a TLS connection and dropped it.
     if connections:
         api.rest_client.pool_manager.connection_pool_kw["maxsize"] = connections
-    return DynamicClient(api, cache_file=f"{kubeconfig}.discovery.json")
+    return DynamicClient(api, cache_file=f"{kubeconfig}.discovery.json", discoverer=Discoverer)
 
 
 class Knobs:
@@ -287,9 +301,10 @@ class Simulator:
         """Until the API server serves `kind` (its CRD installed): one small discovery request per look, and the
         client's discovery cache refreshed only once it is there."""
         api_version = self.watches.get(kind) or self.extra_kinds[kind]
+        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"   # core kinds: /api/v1
         while not self._stop.is_set():
             try:
-                found = self.dyn.request("get", f"/apis/{api_version}").to_dict().get("resources") or []
+                found = self.dyn.request("get", path).to_dict().get("resources") or []
                 if any(r.get("kind") == kind for r in found):
                     self.dyn.resources.invalidate_cache()
                     return
