@@ -7,7 +7,7 @@ from kubegpu_devcluster import ports
 
 
 def test_one_start_never_gets_the_same_port_twice_and_each_is_free():
-    for _ in range(50):
+    for dummy in range(50):
         chosen = ports.free_ports(6)
         assert len(set(chosen)) == 6
         assert all(ports.LOWEST <= p < ports._ephemeral_start() for p in chosen), chosen
