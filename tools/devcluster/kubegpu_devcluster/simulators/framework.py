@@ -107,17 +107,32 @@ class Knobs:
         self._read = (None, 0.0)   # (data, monotonic time it was read)
         self._generation = 0       # bumped by invalidate: a read begun before it is not kept
         self._lock = threading.Lock()
+        # One read at a time when reads are kept: at a batch's due time sixteen workers find the copy expired
+        # together, and each sending its own GET to a busy API server made each wait for all of them.
+        self._reading = threading.Lock() if ttl > 0 else None
 
     def invalidate(self) -> None:
         with self._lock:
             self._read = (None, 0.0)
             self._generation += 1
 
-    def _data(self) -> dict:
+    def _kept(self):
         with self._lock:
             data, at = self._read
-            if data is not None and time.monotonic() - at < self._ttl:
-                return data
+            return data if data is not None and time.monotonic() - at < self._ttl else None
+
+    def _data(self) -> dict:
+        if self._reading is None:
+            return self._fetch()
+        data = self._kept()
+        if data is not None:
+            return data
+        with self._reading:   # another worker's read may have just kept a copy
+            data = self._kept()
+            return data if data is not None else self._fetch()
+
+    def _fetch(self) -> dict:
+        with self._lock:
             generation = self._generation
         try:
             cm = self._api.get(name=KNOBS_CONFIGMAP, namespace=KNOBS_NAMESPACE)
