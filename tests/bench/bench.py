@@ -323,22 +323,54 @@ def side_by_side(bench: Bench, fleet_file: Path, sample: int | None) -> None:
 
 
 def rollout_times(audit: AuditLog, since: int, prefix: str = "gpu-h100-") -> dict:
-    """A roll-out's times from the audit log: per node, its first label patch (the collection's) and its last
-    allocatable write (the simulated device plugin's); the window from the first patch to the last write."""
-    first_patch, allocatable = {}, {}
+    """A roll-out's times from the audit log, per node: the collection's label patches (its MIG step, then its
+    device-plugin step), the simulated mig-manager's (`pending`, then `success` or `failed`) and the simulated device
+    plugin's last allocatable write; the window from the first patch to the last allocatable write."""
+    patches, mig, allocatable = {}, {}, {}
     for e in audit.events(since, user=None):
         if e.resource != "nodes" or not e.name.startswith(prefix) or e.verb != "patch":
             continue
         if e.user == ADMIN[0]:
-            first_patch.setdefault(e.name, e.at)
+            patches.setdefault(e.name, []).append(e.at)
+        elif e.user.endswith(":mig-manager"):
+            mig.setdefault(e.name, []).append(e.at)
         elif e.user.endswith(":device-plugin") and e.subresource == "status":
             allocatable[e.name] = e.at
-    nodes = sorted(n for n in first_patch if n in allocatable)
+    nodes = sorted((n for n in patches if n in allocatable), key=lambda n: patches[n][0])
     if not nodes:
         return {}
-    per_node = sorted(allocatable[n] - first_patch[n] for n in nodes)
-    return {"first": min(first_patch[n] for n in nodes), "last": max(allocatable[n] for n in nodes),
-            "per_node": per_node}
+    per_node = sorted(allocatable[n] - patches[n][0] for n in nodes)
+    return {"first": patches[nodes[0]][0], "last": max(allocatable[n] for n in nodes), "per_node": per_node,
+            "nodes": [{"start": patches[n][0], "step": patches[n][1] if len(patches[n]) > 1 else None,
+                       "verdict": mig[n][-1] if len(mig.get(n, [])) > 1 else None, "allocatable": allocatable[n]}
+                      for n in nodes]}
+
+
+def waves(nodes: list, window: int, mig_seconds: float, reregister_seconds: float) -> list:
+    """Where a sliding-window roll-out loses time, per wave of `window` nodes in the order they started (nodes: the
+    per-node times of rollout_times). Each line: the wave's first and last start and its end (last allocatable),
+    seconds after the roll-out's first patch, and what its end is over the hardware's (wave + 1) x (MIG +
+    re-registration); then the largest lags over the wave's nodes: mig-manager's verdict after the node's MIG step +
+    mig_seconds, the collection's device-plugin step after the verdict, allocatable after the step +
+    reregister_seconds; and the median refill (a node's start after the allocatable of the node whose place it took:
+    the n-th node to finish makes room for the (window + n)-th to start)."""
+    t0 = nodes[0]["start"]
+    done = sorted(n["allocatable"] for n in nodes)
+    lines = []
+    for w in range(0, len(nodes), window):
+        wave = nodes[w:w + window]
+        lags = {"mig": [n["verdict"] - n["start"] - mig_seconds for n in wave if n["verdict"]],
+                "step": [n["step"] - n["verdict"] for n in wave if n["step"] and n["verdict"]],
+                "allocatable": [n["allocatable"] - n["step"] - reregister_seconds for n in wave if n["step"]]}
+        refill = sorted(n["start"] - done[i - window] for i, n in enumerate(wave, w) if i >= window)
+        end = max(n["allocatable"] for n in wave) - t0
+        line = (f"wave {w // window}: starts {wave[0]['start'] - t0:.1f} .. {wave[-1]['start'] - t0:.1f} s, ends "
+                f"{end:.1f} s (+{end - (w // window + 1) * (mig_seconds + reregister_seconds):.1f} s); largest lags: "
+                + ", ".join(f"{k} {max(v):.2f} s" for k, v in lags.items() if v))
+        if refill:
+            line += f"; refill median {refill[len(refill) // 2]:.2f} s"
+        lines.append(line)
+    return lines
 
 
 def rollout(bench: Bench) -> None:
@@ -373,6 +405,8 @@ def rollout(bench: Bench) -> None:
               f"Per node, its first patch to its allocatable: min {per_node[0]:.1f}, median "
               f"{per_node[len(per_node) // 2]:.1f}, max {per_node[-1]:.1f} s ({MIG_SECONDS + REREGISTER_SECONDS:.0f} s of "
               f"simulated hardware; the rest is the device-plugin step's lag and the simulators' own)", flush=True)
+        for line in waves(times["nodes"], max_unavailable, MIG_SECONDS, REREGISTER_SECONDS):
+            print(f"    {line}", flush=True)
     bench.knobs(FAST)
 
 
