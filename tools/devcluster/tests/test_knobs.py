@@ -35,7 +35,7 @@ def _read_together(knobs, workers=16):
     def one():
         start.wait()
         seen.append(knobs.get("hang_nodes"))
-    threads = [threading.Thread(target=one) for _ in range(workers)]
+    threads = [threading.Thread(target=one) for _worker in range(workers)]
     for t in threads:
         t.start()
     for t in threads:
