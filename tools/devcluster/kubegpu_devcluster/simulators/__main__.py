@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import signal
 import sys
 import threading
@@ -45,18 +46,52 @@ def construct(name: str, cls, kubeconfig: str):
             time.sleep(1.0)
 
 
-def main() -> None:
-    state = Path(sys.argv[1])
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(threadName)s %(levelname)s %(message)s")
-    running = [construct(name, cls, str(kubeconfig_path(state, f"sim-{name}"))) for name, cls in SIMULATORS.items()]
-    for sim in running:
-        sim.start()
+# The simulators that stand for one process on every node of a roll-out's batch run in processes of their own: in
+# one interpreter, the mig-manager's and the device plugin's sixteen workers each took turns on one lock (the GIL)
+# with every other simulator's threads while hundreds of nodes changed at once.
+OWN_PROCESS = ("mig-manager", "device-plugin")
+# A process that ends (it should not) is started again after this long.
+RESTART_DELAY = 1.0
+
+
+def serve(names: tuple, state: Path) -> None:
+    """Run the simulators `names` until SIGTERM or SIGINT."""
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
+    running = [construct(name, SIMULATORS[name], str(kubeconfig_path(state, f"sim-{name}"))) for name in names]
+    for sim in running:
+        sim.start()
     done.wait()
     for sim in running:
         sim.stop()
+
+
+def main() -> None:
+    state = Path(sys.argv[1])
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(threadName)s %(levelname)s %(message)s")
+    groups = [(name,) for name in OWN_PROCESS] + [tuple(n for n in SIMULATORS if n not in OWN_PROCESS)]
+    # Forked before any thread or client exists; the children share this process group, so stopping the local
+    # cluster (a signal to the group) stops them too.
+    ctx = multiprocessing.get_context("fork")
+    children = {}
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    while not done.is_set():
+        for group in groups:
+            child = children.get(group)
+            if child is None or not child.is_alive():
+                if child is not None:
+                    logging.getLogger("simulators").error("%s: process ended (%s); starting it again",
+                                                          ",".join(group), child.exitcode)
+                children[group] = ctx.Process(target=serve, args=(group, state), name="+".join(group), daemon=True)
+                children[group].start()
+        done.wait(RESTART_DELAY)
+    for child in children.values():
+        child.terminate()
+    for child in children.values():
+        child.join(timeout=10)
 
 
 if __name__ == "__main__":
