@@ -7,6 +7,8 @@ before and after the module, so later tests see the nodes as the fleet file desc
 from __future__ import annotations
 
 import copy
+import os
+import signal
 import time
 import uuid
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ import yaml
 from kubernetes.dynamic.exceptions import NotFoundError
 
 from kubegpu_devcluster.testing import wait_for
-from kubegpu_devcluster.cluster import simulator_user
+from kubegpu_devcluster.cluster import read_state, simulator_user
 from kubegpu_devcluster.simulators.framework import Copy
 from kubegpu_devcluster.simulators.mig_manager import MigManagerSimulator
 
@@ -252,6 +254,40 @@ def test_impossible_geometry_fails(dc, config, reason):
     time.sleep(1)   # a failed label is not retried until it changes
     assert _mig_state(dc, node) == "failed"
     assert _allocatable(dc, node) == {"nvidia.com/gpu": 8}
+    _restore_mig(dc, node)
+
+
+def _children(pid: int) -> set:
+    """The live child processes of `pid` (from /proc: zombies left out)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            found.add(int(entry))
+    return found
+
+
+def _three(pids: set):
+    return pids if len(pids) == 3 else None
+
+
+@pytest.mark.usefixtures("operator")
+def test_simulator_processes_that_end_are_started_again(dc):
+    """mig-manager and the device plugin run in processes of their own, the other simulators in a third, under one
+    parent (simulators/__main__.py). Killed, each is started again, and a MIG change then goes through as before."""
+    parent = read_state(dc.state)["pids"]["simulators"]
+    before = wait_for(lambda: _three(_children(parent)), what="three simulator processes")
+    for pid in before:
+        os.kill(pid, signal.SIGKILL)
+    after = wait_for(lambda: _three(_children(parent) - before), what="three new simulator processes")
+    assert len(after) == 3
+    node = "gpu-h100-001"
+    _set_mig(dc, node, "all-balanced")
+    wait_for(lambda: _allocatable(dc, node).get("nvidia.com/gpu") != 8, what=f"{node}: MIG devices advertised")
     _restore_mig(dc, node)
 
 
