@@ -19,6 +19,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 
 from kubegpu_devcluster.testing import wait_for
 from kubegpu_devcluster.cluster import read_state, simulator_user
+from kubegpu_devcluster.simulators.__main__ import process_groups
 from kubegpu_devcluster.simulators.framework import Copy
 from kubegpu_devcluster.simulators.mig_manager import MigManagerSimulator
 
@@ -271,8 +272,9 @@ def _children(pid: int) -> set:
     return found
 
 
-def _three(pids: set):
-    return pids if len(pids) == 3 else None
+def _all_processes(pids: set):
+    """pids when there are as many as the simulators have processes, else None (wait_for looks again)."""
+    return pids if len(pids) == len(process_groups()) else None
 
 
 @pytest.mark.usefixtures("operator")
@@ -280,11 +282,11 @@ def test_simulator_processes_that_end_are_started_again(dc):
     """mig-manager and the device plugin run in processes of their own, the other simulators in a third, under one
     parent (simulators/__main__.py). Killed, each is started again, and a MIG change then goes through as before."""
     parent = read_state(dc.state)["pids"]["simulators"]
-    before = wait_for(lambda: _three(_children(parent)), what="three simulator processes")
+    before = wait_for(lambda: _all_processes(_children(parent)), what="every simulator process")
     for pid in before:
         os.kill(pid, signal.SIGKILL)
-    after = wait_for(lambda: _three(_children(parent) - before), what="three new simulator processes")
-    assert len(after) == 3
+    after = wait_for(lambda: _all_processes(_children(parent) - before), what="every simulator process, new")
+    assert len(after) == len(before) == 3
     node = "gpu-h100-001"
     _set_mig(dc, node, "all-balanced")
     wait_for(lambda: _allocatable(dc, node).get("nvidia.com/gpu") != 8, what=f"{node}: MIG devices advertised")

@@ -54,11 +54,22 @@ OWN_PROCESS = ("mig-manager", "device-plugin")
 RESTART_DELAY = 1.0
 
 
-def serve(names: tuple, state: Path) -> None:
-    """Run the simulators `names` until SIGTERM or SIGINT."""
+def process_groups() -> list:
+    """The simulators of each process: one process per name of OWN_PROCESS, then one for all the others."""
+    return [(name,) for name in OWN_PROCESS] + [tuple(n for n in SIMULATORS if n not in OWN_PROCESS)]
+
+
+def until_signalled() -> threading.Event:
+    """An event set by SIGTERM or SIGINT (the local cluster stopping)."""
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
+    return done
+
+
+def serve(names: tuple, state: Path) -> None:
+    """Run the simulators `names` until SIGTERM or SIGINT."""
+    done = until_signalled()
     running = [construct(name, SIMULATORS[name], str(kubeconfig_path(state, f"sim-{name}"))) for name in names]
     for sim in running:
         sim.start()
@@ -70,16 +81,13 @@ def serve(names: tuple, state: Path) -> None:
 def main() -> None:
     state = Path(sys.argv[1])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(threadName)s %(levelname)s %(message)s")
-    groups = [(name,) for name in OWN_PROCESS] + [tuple(n for n in SIMULATORS if n not in OWN_PROCESS)]
     # Forked before any thread or client exists; the children share this process group, so stopping the local
     # cluster (a signal to the group) stops them too.
     ctx = multiprocessing.get_context("fork")
     children = {}
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
+    done = until_signalled()
     while not done.is_set():
-        for group in groups:
+        for group in process_groups():
             child = children.get(group)
             if child is None or not child.is_alive():
                 if child is not None:
