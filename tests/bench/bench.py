@@ -13,13 +13,16 @@ Starts its own local cluster (.cache/bench-cluster), installs the GPU Operator t
 2. The node_pools playbook no-op next to an empty playbook (what ansible-playbook costs with nothing to do).
 3. A MIG roll-out of 1,000 H100 nodes with the simulated hardware at its published pace (mig-manager 35 s per
    8-GPU reconfiguration, device plugin 10 s re-registration; docs/performance.md), next to its physical limit:
-   ceil(nodes / max_unavailable) x (reconfiguration + re-registration).
+   ceil(nodes / max_unavailable) x (reconfiguration + re-registration). Once per max_unavailable of
+   BENCH_ROLLOUT_MAX_UNAVAILABLE (comma-separated, default 100,250: a tenth and a quarter of the fleet at a time),
+   each on a fresh copy of the fleet.
 4. 5,000 nodes: plan in check mode, converge and no-op without waiting for the operands' roll-out; peak
    memory of the module and of the API server.
 
 Not a test: it asserts nothing and exits 0 (tests/integration/test_request_counts.py guards the request counts).
 BENCH_SAMPLE (nodes per pool the loop patches on 1,000 nodes, default 10), BENCH_SKIP (comma-separated of demo, loop,
-1000, rollout, 5000) shorten it. BENCH_KEEP=1 leaves the cluster (and its audit log) up at the end, to look into a run.
+1000, rollout, 5000) and BENCH_ROLLOUT_MAX_UNAVAILABLE (e.g. 250) shorten it. BENCH_KEEP=1 leaves the cluster (and its
+audit log) up at the end, to look into a run.
 """
 from __future__ import annotations
 
@@ -53,6 +56,7 @@ FLEETS = REPO / "tools" / "devcluster" / "fleets"
 BENCH = REPO / "tests" / "bench"
 SAMPLE = int(os.environ.get("BENCH_SAMPLE", "10"))
 SKIP = set(filter(None, os.environ.get("BENCH_SKIP", "").split(",")))
+ROLLOUT_MAX_UNAVAILABLE = [int(n) for n in os.environ.get("BENCH_ROLLOUT_MAX_UNAVAILABLE", "100,250").split(",") if n]
 # Published hardware times (docs/performance.md, shared/reference/gpu-operator.md "Timing").
 MIG_SECONDS, REREGISTER_SECONDS = 35.0, 10.0
 FAST = {"mig-manager.seconds": "1", "device-plugin.seconds": "0.5"}
@@ -373,24 +377,23 @@ def waves(nodes: list, window: int, mig_seconds: float, reregister_seconds: floa
     return lines
 
 
-def rollout(bench: Bench) -> None:
+def rollout(bench: Bench, max_unavailable: int) -> None:
     fleet_file = BENCH / "fleets" / "rollout-1000.yaml"
     nodes = bench.fresh_fleet(fleet_file)
-    max_unavailable = 250
     # A round longer than a batch (35 s + 10 s): one module call per batch, a RETRYING line per batch.
     wait_round = 120
     bench.knobs({"mig-manager.seconds": str(MIG_SECONDS), "device-plugin.seconds": str(REREGISTER_SECONDS)})
     batches = math.ceil(nodes / max_unavailable)
     limit = batches * (MIG_SECONDS + REREGISTER_SECONDS)
-    print(f"MIG roll-out (all-balanced) of {nodes} H100 nodes, max_unavailable {max_unavailable} (so that it fits in "
-          f"minutes), hardware at {MIG_SECONDS:.0f} s reconfiguration + {REREGISTER_SECONDS:.0f} s re-registration, "
+    print(f"MIG roll-out (all-balanced) of {nodes} H100 nodes, max_unavailable {max_unavailable}, hardware at "
+          f"{MIG_SECONDS:.0f} s reconfiguration + {REREGISTER_SECONDS:.0f} s re-registration, "
           f"node_pools_wait_round {wait_round}:", flush=True)
     pool = {"name": "llm-h100", "selector": {"matchLabels": {"nvidia.com/gpu.product": PRODUCTS["llm-h100"]}},
             "max_unavailable": max_unavailable, "sharing": {"strategy": "mig", "mig": {"layout": "all-balanced"}}}
     took = bench.playbook("collection: roll-out", "playbooks/node_pools.yml",
                           {"kubegpu_node_pools": [pool], "node_pools_timeout": 900, "node_pools_wait_round": wait_round})
-    bench.rows[("rollout", "rollout")] = {"collection": took, "limit": limit, "batches": batches, "nodes": nodes,
-                                          "max_unavailable": max_unavailable}
+    bench.rows[("rollout", max_unavailable)] = {"collection": took, "limit": limit, "batches": batches, "nodes": nodes,
+                                                "max_unavailable": max_unavailable}
     for seconds, name in took["tasks"][:6]:
         print(f"    {seconds:7.1f} s  {name[:100]}", flush=True)
     print(f"  physical limit: ceil({nodes} / {max_unavailable}) x ({MIG_SECONDS:.0f} s + {REREGISTER_SECONDS:.0f} s) = "
@@ -460,10 +463,11 @@ def table(bench: Bench) -> None:
         if "empty" in row:
             print(f"  {fleet}: node_pools playbook no-op {row['collection']['seconds']:.1f} s, empty playbook "
                   f"{row['empty']['seconds']:.1f} s: {row['collection']['seconds'] - row['empty']['seconds']:+.1f} s")
-    if ("rollout", "rollout") in bench.rows:
-        r = bench.rows[("rollout", "rollout")]
-        print(f"  roll-out of {r['nodes']} nodes in {r['batches']} batches: {r['collection']['seconds']:.1f} s, physical "
-              f"limit {r['limit']:.0f} s ({(r['collection']['seconds'] / r['limit'] - 1) * 100:+.1f} %)")
+    for (fleet, max_unavailable), r in bench.rows.items():
+        if fleet == "rollout":
+            print(f"  roll-out of {r['nodes']} nodes, max_unavailable {max_unavailable}, in {r['batches']} batches: "
+                  f"{r['collection']['seconds']:.1f} s, physical limit {r['limit']:.0f} s "
+                  f"({(r['collection']['seconds'] / r['limit'] - 1) * 100:+.1f} %)")
     for scenario in ("plan", "converge", "no-op"):
         if ("5000", scenario) in bench.rows:
             m = bench.rows[("5000", scenario)]["collection"]
@@ -490,7 +494,8 @@ def main() -> None:
         if "1000" not in SKIP:
             side_by_side(bench, FLEETS / "large-1000.yaml", SAMPLE)
         if "rollout" not in SKIP:
-            rollout(bench)
+            for max_unavailable in ROLLOUT_MAX_UNAVAILABLE:
+                rollout(bench, max_unavailable)
         if "5000" not in SKIP:
             scale(bench)
     finally:
