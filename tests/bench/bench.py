@@ -56,12 +56,22 @@ FLEETS = REPO / "tools" / "devcluster" / "fleets"
 BENCH = REPO / "tests" / "bench"
 SAMPLE = int(os.environ.get("BENCH_SAMPLE", "10"))
 SKIP = set(filter(None, os.environ.get("BENCH_SKIP", "").split(",")))
-ROLLOUT_MAX_UNAVAILABLE = [int(n) for n in os.environ.get("BENCH_ROLLOUT_MAX_UNAVAILABLE", "100,250").split(",") if n]
 # Published hardware times (docs/performance.md, shared/reference/gpu-operator.md "Timing").
 MIG_SECONDS, REREGISTER_SECONDS = 35.0, 10.0
 FAST = {"mig-manager.seconds": "1", "device-plugin.seconds": "0.5"}
 PRODUCTS = {"llm-h100": "NVIDIA-H100-80GB-HBM3", "embed-l40s": "NVIDIA-L40S", "batch-a100": "NVIDIA-A100-SXM4-80GB",
             "plain-h200": "NVIDIA-H200"}
+
+
+def max_unavailable_values(value: str) -> list:
+    """BENCH_ROLLOUT_MAX_UNAVAILABLE's node counts; anything else stops the bench before its cluster starts."""
+    values = [v.strip() for v in value.split(",") if v.strip()]
+    if not values or not all(v.isdigit() and int(v) > 0 for v in values):
+        sys.exit(f"BENCH_ROLLOUT_MAX_UNAVAILABLE={value!r}: valid are node counts above 0, comma-separated (e.g. 100,250)")
+    return [int(v) for v in values]
+
+
+ROLLOUT_MAX_UNAVAILABLE = max_unavailable_values(os.environ.get("BENCH_ROLLOUT_MAX_UNAVAILABLE", "100,250"))
 
 
 def pools(replicas: int = 4) -> list:
