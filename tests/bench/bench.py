@@ -322,7 +322,8 @@ def side_by_side(bench: Bench, fleet_file: Path, sample: int | None) -> None:
         "gpu_node_pools: first converge, configuration only (label_nodes: false)",
         {"pools": pools(), "timeout": 900, "wait": False, "label_nodes": False})
     row("first converge, labels only")["collection"] = bench.module(
-        "gpu_node_pools: first converge, the labels (wait: false)", {"pools": pools(), "timeout": 900, "wait": False})
+        "gpu_node_pools: first converge, the labels (wait: false, hardware 35 s + 10 s)",
+        {"pools": pools(), "timeout": 900, "wait": False})
     bench.knobs(FAST)
     if "loop" in SKIP:
         return
