@@ -25,10 +25,12 @@ CONTROLLER_MANAGER = ("kube-controller-manager", "system:kube-controller-manager
 SCHEDULER = ("kube-scheduler", "system:kube-scheduler")
 # One KWOK Stage per file (one YAML document each), in the order of their names.
 KWOK_STAGES = sorted((paths.DEVCLUSTER_ROOT / "kwok" / "stages").glob("*.yaml"))
-# A lease renewed every 30 s (a quarter of its duration) keeps 1,000 simulated nodes at ~33 writes/s; the
-# controller-manager's grace period is wide enough that a loaded machine does not mark nodes NotReady.
-LEASE_SECONDS = 120
-NODE_GRACE = "300s"
+# KWOK renews a lease every quarter of its duration: at 600 s, 5,000 simulated nodes make ~33 writes/s. With 120 s
+# (150 writes/s) KWOK fell behind on 5,000 nodes on two cores: hundreds of nodes went unreachable and back, and their
+# DaemonSet pods with them, for as long as the fleet ran (measured 2026-12-06). The controller-manager's grace period
+# outlasts a renewal missed under load, so a loaded machine does not mark nodes NotReady.
+LEASE_SECONDS = 600
+NODE_GRACE = "900s"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 BINARIES = ("kube-controller-manager", "kube-scheduler", "kwok")
 
