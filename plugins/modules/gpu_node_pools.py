@@ -208,7 +208,7 @@ options:
         restart, then the ClusterPolicy; a node's MIG step before its device plugin step) stays in order.
       - V(1) sends one at a time. More than the API server's fairness settings admit only queues (HTTP 429, retried).
     type: int
-    default: 10
+    default: 20
   refuse_empty_pools:
     description:
       - Refuse, before anything is written, a pool that selects no node and names no MachineSet (most often a typo in
