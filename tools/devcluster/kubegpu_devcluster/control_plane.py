@@ -26,8 +26,8 @@ SCHEDULER = ("kube-scheduler", "system:kube-scheduler")
 # One KWOK Stage per file (one YAML document each), in the order of their names.
 KWOK_STAGES = sorted((paths.DEVCLUSTER_ROOT / "kwok" / "stages").glob("*.yaml"))
 # KWOK renews a lease every quarter of its duration: at 600 s, 5,000 simulated nodes make ~33 writes/s. With 120 s
-# (150 writes/s) KWOK fell behind on 5,000 nodes on two cores: hundreds of nodes went unreachable and back, and their
-# DaemonSet pods with them, for as long as the fleet ran (measured 2026-12-06). The controller-manager's grace period
+# (about 170 writes/s) KWOK fell behind on 5,000 nodes on two cores: hundreds of nodes went unreachable and back,
+# and their DaemonSet pods with them, for as long as the fleet ran (measured 2026-12-06). The controller-manager's grace period
 # outlasts a renewal missed under load, so a loaded machine does not mark nodes NotReady.
 LEASE_SECONDS = 600
 NODE_GRACE = "900s"

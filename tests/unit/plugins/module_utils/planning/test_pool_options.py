@@ -53,3 +53,22 @@ def test_pool_spec_checks_the_keys_it_documents():
             POOL_OPTIONS["sharing"]["options"]["mig"]["options"]) in str(e)
     else:
         raise AssertionError("stratgy accepted")
+
+
+def test_parallel_writes_default_is_the_same_everywhere():
+    """The default of parallel_writes is written where people read it (module DOCUMENTATION, the role's argument spec
+    and defaults) and where the code takes it (cluster/parallel.py, the inventory check): all say the same."""
+    import re
+
+    from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.parallel import DEFAULT_PARALLEL_WRITES
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import INVENTORY
+
+    role = REPO / "roles" / "node_pools"
+    documented = yaml.safe_load(gpu_node_pools.DOCUMENTATION)["options"]["parallel_writes"]["default"]
+    specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())
+    role_spec = specs["argument_specs"]["main"]["options"]["node_pools_parallel_writes"]["default"]
+    role_default = yaml.safe_load((role / "defaults" / "main.yml").read_text())["node_pools_parallel_writes"]
+    inventory = INVENTORY["kubegpu_api"]["options"]["parallel_writes"]["default"]
+    assert re.fullmatch(r"\{\{ kubegpu_api\.parallel_writes \| default\((\d+)\) \}\}", role_default), role_default
+    from_role_default = int(re.search(r"default\((\d+)\)", role_default).group(1))
+    assert {documented, role_spec, inventory, from_role_default} == {DEFAULT_PARALLEL_WRITES}
