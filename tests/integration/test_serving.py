@@ -356,8 +356,7 @@ def kubernetes(serving_cluster, helm_bin):
     dc = serving_cluster
     # An earlier test may have served the demo inventory (OpenShift AI's operators): their simulated operators
     # would bring back the KServe CRDs this fleet starts without.
-    uninstall_serving_operators(dc)
-    dc.fleet("serving-kubernetes", fresh=True)
+    switch_serving_fleet(dc, "serving-kubernetes")
     dc.clear_knobs()
     prepare_pools(dc)
     yield dc
@@ -431,14 +430,30 @@ def uninstall_serving_operators(dc):
     wait_for(lambda: not ours(), timeout=120, what="the serving operators' CSVs to be deleted")
 
 
+def switch_serving_fleet(dc, name):
+    """The serving operators out, then the fleet `name` loaded afresh, then the earlier fixture's models gone.
+
+    The switch deletes the KServe CRDs, so the InferenceServices; the garbage collector deletes their predictor
+    Deployments afterwards, in its own time (seconds; more on a loaded machine). One still there when this fixture's
+    InferenceService of the same name comes is taken over with its replicas as they were: 0 after the earlier
+    fixture's scale to zero, which no HPA raises again (the HPA leaves a target at zero alone)."""
+    uninstall_serving_operators(dc)
+    dc.fleet(name, fresh=True)
+    deployments = dc.admin.resources.get(api_version="apps/v1", kind="Deployment")
+
+    def predictors():
+        return [d.metadata.name for d in deployments.get(namespace=NS).items
+                if any(o.kind == "InferenceService" for o in d.metadata.ownerReferences or [])]
+    wait_for(lambda: not predictors(), timeout=180, what="the earlier InferenceServices' Deployments to be deleted")
+
+
 # -- OpenShift AI 3.x: Standard mode, KEDA from the Custom Metrics Autoscaler ------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def openshift_ai_3(serving_cluster):
     dc = serving_cluster
-    uninstall_serving_operators(dc)
-    dc.fleet("serving-openshift-ai-3", fresh=True)
+    switch_serving_fleet(dc, "serving-openshift-ai-3")
     dc.clear_knobs()
     prepare_pools(dc)
     yield dc
@@ -490,8 +505,7 @@ def models_2x(**changes):
 @pytest.fixture(scope="module")
 def openshift_ai_2(serving_cluster):
     dc = serving_cluster
-    uninstall_serving_operators(dc)
-    dc.fleet("serving-openshift-ai-2", fresh=True)
+    switch_serving_fleet(dc, "serving-openshift-ai-2")
     dc.clear_knobs()
     prepare_pools(dc)
     yield dc
