@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from conftest import REPO, wait_for
 from kubegpu_devcluster import crds, paths, testing
@@ -431,20 +432,29 @@ def uninstall_serving_operators(dc):
 
 
 def switch_serving_fleet(dc, name):
-    """The serving operators out, then the fleet `name` loaded afresh, then the earlier fixture's models gone.
+    """The earlier fixture's models deleted, then the serving operators, then the fleet `name` loaded afresh.
 
-    The switch deletes the KServe CRDs, so the InferenceServices; the garbage collector deletes their predictor
-    Deployments afterwards, in its own time (seconds; more on a loaded machine). One still there when this fixture's
-    InferenceService of the same name comes is taken over with its replicas as they were: 0 after the earlier
+    Models first, as an uninstall takes them out, and while their CRD is still served: the garbage collector deletes
+    a predictor Deployment only once it can look its owner up, which it cannot once the switch has deleted the
+    KServe CRDs (until a platform installs them again, in the middle of the next converge). A Deployment left so was
+    taken over by the next InferenceService of the same name with its replicas as they were: 0 after the earlier
     fixture's scale to zero, which no HPA raises again (the HPA leaves a target at zero alone)."""
-    uninstall_serving_operators(dc)
-    dc.fleet(name, fresh=True)
     deployments = dc.admin.resources.get(api_version="apps/v1", kind="Deployment")
 
-    def predictors():
-        return [d.metadata.name for d in deployments.get(namespace=NS).items
-                if any(o.kind == "InferenceService" for o in d.metadata.ownerReferences or [])]
-    wait_for(lambda: not predictors(), timeout=180, what="the earlier InferenceServices' Deployments to be deleted")
+    def workloads():   # the predictors' and, in Knative mode, their Revisions' Deployments
+        return [d.metadata.name for d in deployments.get(namespace=NS).items]
+    dc.admin.resources.invalidate_cache()   # an earlier switch may have taken the CRD away, a platform brought it
+    try:
+        api = dc.admin.resources.get(api_version=ISVC, kind="InferenceService")
+        models = [item.metadata.name for item in api.get(namespace=NS).items]
+    except (ResourceNotFoundError, NotFoundError):   # no KServe: no models either
+        models = []
+    for model in models:
+        api.delete(name=model, namespace=NS)
+    if models:
+        wait_for(lambda: not workloads(), timeout=120, what=f"the InferenceServices' Deployments in {NS} to be deleted")
+    uninstall_serving_operators(dc)
+    dc.fleet(name, fresh=True)
 
 
 # -- OpenShift AI 3.x: Standard mode, KEDA from the Custom Metrics Autoscaler ------------------------------------------
