@@ -139,8 +139,13 @@ class Chaos(threading.Thread):
         self.proxy, self.rng, self.deadline = proxy, random.Random(seed), time.monotonic() + deadline
         self.certain = certain
         self.stopping = threading.Event()
+        self.log_offset = 0
+
+    def start(self) -> None:
+        # In place before the thread runs, so that no connection of the run can come before it.
         self.proxy.add("first", "reset_peer", "upstream", 1.0, timeout=0)
-        self.log_offset = proxy.log.stat().st_size
+        self.log_offset = self.proxy.log.stat().st_size
+        super().start()
 
     def run(self) -> None:
         while not self.stopping.is_set() and time.monotonic() < self.deadline:
