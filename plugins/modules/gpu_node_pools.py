@@ -207,8 +207,10 @@ options:
         MachineSet templates. Each keeps its retries; what must come in order (ConfigMaps, then the device plugin
         restart, then the ClusterPolicy; a node's MIG step before its device plugin step) stays in order.
       - V(1) sends one at a time. More than the API server's fairness settings admit only queues (HTTP 429, retried).
+        A user in the default C(global-default) priority level of a kube-apiserver with default settings gets about 49
+        seats; lower this on a busy shared cluster.
     type: int
-    default: 20
+    default: 40
   refuse_empty_pools:
     description:
       - Refuse, before anything is written, a pool that selects no node and names no MachineSet (most often a typo in

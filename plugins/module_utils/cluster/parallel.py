@@ -19,7 +19,7 @@ __metaclass__ = type
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-DEFAULT_PARALLEL_WRITES = 20
+DEFAULT_PARALLEL_WRITES = 40
 NOT_RUN = object()
 
 

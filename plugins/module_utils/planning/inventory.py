@@ -135,7 +135,7 @@ INVENTORY = {
     "kubegpu_node_pools": {"type": "list", "elements": "dict", "default": [], "options": POOL_OPTIONS},
     # How the collection talks to the API server (docs/performance.md): writes sent at once, each with its retries.
     "kubegpu_api": {"type": "dict", "default": {}, "options": {
-        "parallel_writes": {"type": "int", "default": 20},
+        "parallel_writes": {"type": "int", "default": 40},
     }},
     "kubegpu_dra": {"type": "dict", "default": {}, "options": {
         # Claim templates: keys and values checked by dra/claim_templates.py.
