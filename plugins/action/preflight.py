@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The preflight's inventory-only check runs on the controller; anything that reads the cluster runs the module.
 
-With cluster: false there is nothing to read: the check is the pure planning code (planning/inventory.py), so it
+With cluster: false there is nothing to read: the check is the pure planning code (planning/preflight/inventory.py), so it
 runs here, with the same code and result as the module, without starting a module process. That process (building
 the module's payload with every module_util it imports, then importing the kubernetes client) was 2.4 s of a 7 s
 no-op node_pools run on 1,000 nodes; the check itself takes milliseconds.
@@ -17,7 +17,7 @@ import json
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight.checks import (
     ARGUMENT_SPEC,
     check_inventory_of,
     failure_message,

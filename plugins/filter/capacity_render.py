@@ -54,9 +54,9 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity import pool_summary, team_summary
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity_html import capacity_html
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity_text import capacity_lines
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.capacity import pool_summary, team_summary
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.capacity_html import capacity_html
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.capacity_text import capacity_lines
 
 
 def capacity_render(document, format="text", library="", license=""):  # pylint: disable=redefined-builtin

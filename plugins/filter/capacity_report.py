@@ -50,7 +50,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity import report_document
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.capacity import report_document
 
 
 def capacity_report(info, previous=None):

@@ -36,7 +36,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report import cluster_report
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.cluster_text import cluster_report
 
 
 def _cluster_report(info):

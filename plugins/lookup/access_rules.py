@@ -49,7 +49,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning import access
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access import rules as access
 
 
 class LookupModule(LookupBase):

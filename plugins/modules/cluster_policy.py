@@ -197,7 +197,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import AUTO, detect_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, state_ready
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import (
     CLUSTER_POLICY_API,
     KEEP_LIVE_DEFAULT,
     KUBERNETES_DEFAULT_NAME,

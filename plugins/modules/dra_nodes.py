@@ -138,9 +138,9 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.oper
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import GROUP, best_version
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import dra_pool_nodes, plan_node_labels
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import CLUSTER_POLICY_API
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import CLUSTER_POLICY_API
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_FIELD_MANAGER
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError
 
 
 def driver_manager_env(module, wanted):

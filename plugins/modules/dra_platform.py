@@ -200,7 +200,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     DRA_FIELD_MANAGER,
     DRIVER_DEPLOY_LABEL,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError
 
 
 def validate_device_classes(cluster, templates, api_version):

@@ -135,9 +135,9 @@ import time
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import platform_info
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity import pool_capacity
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.capacity import pool_capacity
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.summary import dra_summary
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_summary import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.cluster_summary import (
     gpu_operator_status,
     summarize_gpu_nodes,
     summarize_pools,

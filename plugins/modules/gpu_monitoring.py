@@ -149,7 +149,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import detect_platform
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import CLUSTER_POLICY_API
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import CLUSTER_POLICY_API
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import (
     CONSOLE_PLUGIN_NAME,
     OWNED,
@@ -175,7 +175,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     OPENSHIFT_MONITORING_NAMESPACE,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import object_key
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError, parse_pools
 
 SELECTOR = ",".join(["%s=%s" % item for item in MANAGED_BY.items()] + [MONITORING_LABEL])
 # What to install when a kind the stage writes is not served.

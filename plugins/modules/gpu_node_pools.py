@@ -40,7 +40,7 @@ options:
     description:
       - The node pools (C(kubegpu_node_pools)). A pool needs C(selector), C(machinesets) or both; with both a node
         must match both. Pools must not overlap.
-      - The keys, types and choices below are those of C(POOL_OPTIONS) in C(plugins/module_utils/planning/pool_spec.py),
+      - The keys, types and choices below are those of C(POOL_OPTIONS) in C(plugins/module_utils/planning/node_pools/spec.py),
         which a unit test compares with this documentation.
     type: list
     elements: dict
@@ -337,8 +337,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait impo
     operand_configs,
     wait_for,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import CLUSTER_POLICY_API
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_plugin_config import MIG
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import CLUSTER_POLICY_API
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.device_plugin_config import MIG
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     DEVICE_PLUGIN_CONFIG_ANNOTATION,
     DEVICE_PLUGIN_DAEMONSET,
@@ -347,23 +347,23 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     NODE_POOLS_FIELD_MANAGER,
     POOL_LABEL,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import (
     RELEASED,
     check_gpu_pods,
     empty_pools,
     plan_pools,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import (
     POOL_OPTIONS,
     PoolError,
     parse_pools,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.writes import (
     machineset_writes,
     plan_writes,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import FAILED as NODE_FAILED
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.rollout import FAILED as NODE_FAILED
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.rollout import (
     DONE,
     Progress,
     Window,
@@ -522,7 +522,7 @@ def not_started(by_pool):
 
 def roll_pool(module, params, entry, start, carried, current, busy, changes, rollout):
     """Change nodes of one pool in two steps per node, each waited for: its MIG geometry, then its device plugin
-    config; at most max_unavailable nodes in flight (planning/rollout.py, Window).
+    config; at most max_unavailable nodes in flight (planning/node_pools/rollout.py, Window).
 
     A node starts as soon as a node in flight is done, not once the slowest node of a batch is: a pool takes its
     nodes' own times, not its batches' slowest ones. A node's device plugin config (and with it the MIG strategy)

@@ -134,7 +134,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_layo
     resources_for,
     validate_layout,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import (
     YAML_IMPORT_ERROR,
     mig_parted_yaml,
 )

@@ -192,7 +192,7 @@ vllm_args:
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import LayoutError
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.fit import fit
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import (
     KINDS,

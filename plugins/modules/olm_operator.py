@@ -231,7 +231,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import FAILED as WAIT_FAILED
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import READY, WAITING, Predicate, Target
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.olm import (
     APPROVE,
     DONE,
     FAILED,

@@ -116,7 +116,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.serving import platform_facts as serving_facts
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import CLUSTER_POLICY_API, spec_schema
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import CLUSTER_POLICY_API, spec_schema
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     device_class,
     parse_claim_templates,
@@ -130,9 +130,9 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     DRA_FIELD_MANAGER,
     MACHINE_API_NAMESPACE,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import MARKETPLACE_NAMESPACE, PACKAGE_API
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import variables_of
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.olm import MARKETPLACE_NAMESPACE, PACKAGE_API
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight.inventory import variables_of
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight.checks import (
     ARGUMENT_SPEC,
     GPU_OPERATOR_PACKAGE,
     NFD_PACKAGE,

@@ -185,7 +185,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     PART_OF_LABEL,
     TENANCY_FIELD_MANAGER,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.install import (
     KUEUE_NAMESPACE,

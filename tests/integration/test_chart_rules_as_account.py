@@ -1,4 +1,4 @@
-"""The charts' RBAC rules (planning/chart_rules.py, derived by tools/awx/chart_rules.py) against the real API server.
+"""The charts' RBAC rules (planning/access/chart_rules.py, derived by tools/awx/chart_rules.py) against the real API server.
 
 A cluster of this file's own: plain Kubernetes without the CRDs the charts bring (Kueue's, KServe's, KEDA's,
 Knative's). One ServiceAccount per stage that installs charts, each with that stage's rules and the preflight reads
@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).parent / "automation"))
 import awx_run  # noqa: E402  pylint: disable=wrong-import-position
 import chart_rules  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning import access  # noqa: E402
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.chart_rules import (  # noqa: E402
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access import rules as access  # noqa: E402
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access.chart_rules import (  # noqa: E402
     CHARTS as CHARTS_DERIVED,
 )
 

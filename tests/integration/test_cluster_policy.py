@@ -12,7 +12,7 @@ import yaml
 from conftest import REPO, wait_for
 
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import chart_spec  # noqa: E402
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import chart_spec  # noqa: E402
 
 CP = "nvidia.com/v1"
 DRIVER = "nvidia.com/v1alpha1"

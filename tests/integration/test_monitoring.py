@@ -8,7 +8,7 @@ dashboard and the console plugin turned off are pruned (the user's plugin stays 
 bad_input_cases.py's table.
 
 The stage needs what the gpu_operator stage leaves (the operator's namespace and a ClusterPolicy): a fixture creates
-them as the admin when the session's cluster lacks them (the chart's ClusterPolicy, planning/cluster_policy.py), and
+them as the admin when the session's cluster lacks them (the chart's ClusterPolicy, planning/gpu_operator/cluster_policy.py), and
 removes what it created, so the test times the monitoring stage alone.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 
 from conftest import REPO
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import chart_spec
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import chart_spec
 
 INVENTORY = REPO / "examples" / "demo" / "inventory.yml"
 PLAYBOOK = "playbooks/monitoring.yml"

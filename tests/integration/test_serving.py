@@ -26,8 +26,8 @@ from conftest import REPO, wait_for
 from kubegpu_devcluster import crds, paths, testing
 from kubegpu_devcluster.simulators.serving import REQUESTS_ANNOTATION
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import resolve_pools
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.selection import resolve_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import parse_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.slices import pool_slices
 
 PLAYBOOK = "playbooks/serving.yml"

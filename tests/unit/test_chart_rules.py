@@ -1,4 +1,4 @@
-"""The charts' RBAC rules (plugins/module_utils/planning/chart_rules.py) are derived from the rendered charts by
+"""The charts' RBAC rules (plugins/module_utils/planning/access/chart_rules.py) are derived from the rendered charts by
 tools/awx/chart_rules.py: its reading of manifests is checked here on small inline charts, and the generated module
 must be what the generator writes from the real charts (when helm and the charts are on this machine)."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "awx"))
 import chart_rules  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rbac_rules import (  # noqa: E402
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access.rbac_rules import (  # noqa: E402
     HELM,
     covers,
 )

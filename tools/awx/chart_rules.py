@@ -14,7 +14,7 @@ choose that changes what the chart makes (a DRA driver with ComputeDomains, on O
   `escalate`) create;
 - for `helm uninstall`: get, list and delete of every kind, and what the chart's delete hooks make.
 
-The result is written to plugins/module_utils/planning/chart_rules.py (pure data), which planning/access.py adds to
+The result is written to plugins/module_utils/planning/access/chart_rules.py (pure data), which planning/access/rules.py adds to
 the stages' rules. Kinds are mapped to their resources by the charts' own CRDs and the table below; an unknown kind
 stops the generator, naming it.
 
@@ -37,11 +37,11 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-OUT = REPO / "plugins" / "module_utils" / "planning" / "chart_rules.py"
+OUT = REPO / "plugins" / "module_utils" / "planning" / "access" / "chart_rules.py"
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
 sys.path.insert(0, str(REPO / "tools" / "devcluster"))
 # pylint: disable=wrong-import-position
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rbac_rules import (  # noqa: E402
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access.rbac_rules import (  # noqa: E402
     HELM,
     merge,
     missing,
@@ -108,7 +108,7 @@ CHARTS: one entry per chart, in install order: stage, chart, version, release, n
 rendered with; `install` (helm install, upgrade, rollback: its kinds with Helm's verbs, what its roles grant, `bind`
 of the roles it binds, by name), `uninstall` (helm uninstall: get, list, delete of its kinds and what its
 delete hooks make), and `aggregated_roles` (ClusterRoles the API server lets only an account holding every right
-create). Each rule says why. planning/access.py decides which of them the automation account gets.
+create). Each rule says why. planning/access/rules.py decides which of them the automation account gets.
 
 Pure data.
 """

@@ -17,7 +17,7 @@ __metaclass__ = type
 import json
 import os
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access import forbidden_message
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access.rules import forbidden_message
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.retry import (
     ClusterError,
     Retrier,
@@ -149,7 +149,7 @@ def describe_api_error(action, exc):
     """One message for every failed request: what was asked, the HTTP status, the server's words, what to do.
 
     A 403 names the verb, resource and namespace RBAC refused and the automation_access rule that grants it
-    (planning/access.py), the same for every module."""
+    (planning/access/rules.py), the same for every module."""
     status = getattr(exc, "status", None)
     if status == 403:
         denied = forbidden_message(_status_message(exc) or str(exc))

@@ -58,8 +58,8 @@ import os
 import time
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.watch import WatchedList
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import DONE, FAILED as NODE_FAILED
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import Progress
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.rollout import DONE, FAILED as NODE_FAILED
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.rollout import Progress
 
 READY, WAITING, FAILED = "ready", "waiting", "failed"
 PROGRESS_LOG_ENV = "KUBEGPU_PROGRESS_LOG"

@@ -26,8 +26,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     DRA_PLUGIN_LABEL_VALUE,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_state import node_labels, node_name
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import pool_selects
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.selection import pool_selects
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError, parse_pools
 
 DRA = "dra"
 # The GPU Operator adds an operand's deploy label only where it is missing: "false" set by us keeps the

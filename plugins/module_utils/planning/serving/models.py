@@ -47,7 +47,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     KUEUE_QUEUE_LABEL,
     SERVING_MODEL_LABEL as MODEL_LABEL,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError, parse_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.errors import ServingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.fit import fit
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.platform import (

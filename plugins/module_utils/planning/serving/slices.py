@@ -44,7 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_plugin_config import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.device_plugin_config import (
     DRA,
     MIG,
     MPS,
@@ -84,9 +84,9 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     PRODUCT_LABEL,
     SHARED_RESOURCE_SUFFIX as SHARED_SUFFIX,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import physical_gpus
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import node_labels, resolve_pools
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import Pool, PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import physical_gpus
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.selection import node_labels, resolve_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import Pool, PoolError, parse_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import MIB, SizingError, gib
 
 GPU = "gpu"

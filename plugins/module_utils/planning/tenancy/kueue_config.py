@@ -30,7 +30,7 @@ except ImportError as exc:  # modules report it with missing_required_lib
     yaml = None
     YAML_IMPORT_ERROR = exc
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_plugin_config import DRA
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.device_plugin_config import DRA
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_DRIVER
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.quotas import DRA_RESOURCE
 

@@ -23,11 +23,11 @@ __metaclass__ = type
 
 from fractions import Fraction
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_plugin_config import DRA
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.device_plugin_config import DRA
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_DRIVER, PRODUCT_LABEL
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import physical_gpus
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import resolve_pools
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import Pool, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import physical_gpus
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.selection import resolve_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import Pool, parse_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.slices import pool_slices
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.suggest import did_you_mean

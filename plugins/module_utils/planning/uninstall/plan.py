@@ -27,7 +27,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import (
     CLUSTER_POLICY_API,
     NVIDIA_DRIVER_API,
     OLM_PACKAGE,

@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import SizingError
 from ansible_collections.kubegpu.platform.plugins.modules.model_sizing import ARGUMENT_SPEC, size_and_fit
 

@@ -13,9 +13,9 @@ import tokenize
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning import access
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.chart_rules import CHARTS
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rbac_rules import covers, self_granting
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access import rules as access
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access.chart_rules import CHARTS
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access.rbac_rules import covers, self_granting
 
 PLUGINS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", "plugins")
 API_VERSION = re.compile(r"^(?:(?P<group>[a-z0-9.-]+)/)?v\d+(?:(?:alpha|beta)\d+)?$")
@@ -95,7 +95,7 @@ def test_every_kind_the_code_names_is_granted_to_some_stage():
                 access.granting(group, _resource(kind), "list")
         if not ok:
             missing.append("%s %s (%s)" % (group or "core", kind, where))
-    assert missing == [], "kinds no rule of planning/access.py lets the collection read: %s" % missing
+    assert missing == [], "kinds no rule of planning/access/rules.py lets the collection read: %s" % missing
 
 
 def test_every_rule_says_why_and_uses_real_verbs():
@@ -136,14 +136,14 @@ USER = "system:serviceaccount:kubegpu-automation:kubegpu-automation"
     ('foos.example.com is forbidden: User "u" cannot list resource "foos" in API group "example.com" at the cluster '
      'scope',
      'forbidden: list foos (API group example.com) at the cluster scope for u: no stage of automation_access grants '
-     'it: add a rule to the stage that needs it (plugins/module_utils/planning/access.py)'),
+     'it: add a rule to the stage that needs it (plugins/module_utils/planning/access/rules.py)'),
     ('clusterroles.rbac.authorization.k8s.io "x" is forbidden: user "u" (groups=["a"]) is attempting to grant RBAC '
      'permissions not currently held:\n{APIGroups:["security.openshift.io"], Resources:["securitycontextconstraints"], '
      'ResourceNames:["privileged"], Verbs:["use"]}',
      'forbidden: clusterroles.rbac.authorization.k8s.io "x" grants rights u does not hold itself: '
      '{APIGroups:["security.openshift.io"], Resources:["securitycontextconstraints"], ResourceNames:["privileged"], '
      'Verbs:["use"]}; the API server lets an account create a role only with rights it holds: add them to the '
-     'automation_access rules of the stage that writes this role (plugins/module_utils/planning/access.py)'),
+     'automation_access rules of the stage that writes this role (plugins/module_utils/planning/access/rules.py)'),
     ("Unauthorized", None),
 ])
 def test_forbidden_messages_name_verb_resource_namespace_and_rule(message, expected):

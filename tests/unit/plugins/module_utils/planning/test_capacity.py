@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.capacity import (
     NO_POOL,
     capacity_changes,
     pool_capacity,
@@ -20,8 +20,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity
     report_document,
     team_summary,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity_html import capacity_html
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity_text import capacity_lines
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.capacity_html import capacity_html
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.capacity_text import capacity_lines
 
 from pool_builders import H100, L40S, node
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import (
     CHART_VALUES,
     SECTIONS,
     PolicyError,

@@ -5,7 +5,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_summary import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.cluster_summary import (
     gpu_operator_status,
     is_gpu_node,
     sharing_state,
@@ -114,7 +114,7 @@ def test_operator_absent():
 
 
 def test_pools_sum_capacity_per_pool_label():
-    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_summary import summarize_pools
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.cluster_summary import summarize_pools
     nodes = [
         node("h1", dict(H100, **{POOL_LABEL: "llm", "nvidia.com/mig.config": "kubegpu-llm-1"}),
              {"nvidia.com/mig-1g.10gb": "16", "nvidia.com/gpu": "0"}),

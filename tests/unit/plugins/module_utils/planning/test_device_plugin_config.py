@@ -7,12 +7,12 @@ __metaclass__ = type
 import pytest
 import yaml
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_plugin_config import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.device_plugin_config import (
     device_plugin_document,
     render_device_plugin_config,
     shared_resources,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import (
     MigSharing,
     Pool,
     Sharing,

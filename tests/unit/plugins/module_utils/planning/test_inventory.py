@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight.inventory import (
     INVENTORY,
     check_inventory,
     describe,

@@ -12,12 +12,15 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning import names, node_pools, pool_selection, pool_spec
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning import names
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import plan as node_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import selection as pool_selection
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import spec as pool_spec
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import (
     check_gpu_pods,
     plan_pools,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError, parse_pools
 
 POOL = names.POOL_LABEL
 MIG = "nvidia.com/mig.config"

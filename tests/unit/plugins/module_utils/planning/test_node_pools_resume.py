@@ -7,9 +7,9 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning import names
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import plan_pools
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import began
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import plan_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.rollout import began
 
 from pool_builders import H100, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
 

@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.olm import (
     APPROVE,
     DONE,
     FAILED,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import POOL_OPTIONS
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import POOL_OPTIONS
 from ansible_collections.kubegpu.platform.plugins.modules import gpu_node_pools
 
 REPO = Path(__file__).resolve().parents[5]
@@ -43,7 +43,7 @@ def test_role_argument_spec_matches_pool_spec():
 
 def test_pool_spec_checks_the_keys_it_documents():
     # An unknown key in any block is refused by parse_pools with the documented keys as the valid ones.
-    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError, parse_pools
     pool = {"name": "a", "selector": {"matchLabels": {"a": "b"}},
             "sharing": {"strategy": "mig", "mig": {"layout": "all-balanced", "stratgy": "mixed"}}}
     try:
@@ -61,7 +61,7 @@ def test_parallel_writes_default_is_the_same_everywhere():
     import re
 
     from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.parallel import DEFAULT_PARALLEL_WRITES
-    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import INVENTORY
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight.inventory import INVENTORY
 
     role = REPO / "roles" / "node_pools"
     documented = yaml.safe_load(gpu_node_pools.DOCUMENTATION)["options"]["parallel_writes"]["default"]

@@ -6,13 +6,13 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.selection import (
     machineset_of,
     pool_selects,
     resolve_pools,
     selector_matches,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError, parse_pools
 
 from pool_builders import H100, L40S, MACHINE, by_label, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
 

@@ -6,13 +6,13 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import plan_pools
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import plan_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError, parse_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     DEVICE_PLUGIN_CONFIG_ANNOTATION as RECORD_ANNOTATION,
     POOL_LABEL,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.writes import (
     config_digest,
     plan_writes,
 )

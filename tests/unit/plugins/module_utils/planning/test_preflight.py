@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight.checks import (
     check_cluster,
     operator_release,
     setting,
@@ -159,7 +159,7 @@ def test_cluster_policy_fields_the_schema_leaves_open_pass():
 def test_the_shipped_crd_schema_takes_the_demo_settings():
     import yaml
     from pathlib import Path
-    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.cluster_policy import (
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import (
         CHART_VALUES,
         chart_spec,
         schema_problems,

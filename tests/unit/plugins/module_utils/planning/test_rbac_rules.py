@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rbac_rules import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access.rbac_rules import (
     FULL_AUTHORITY,
     Atom,
     atoms,

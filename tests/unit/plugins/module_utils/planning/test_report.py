@@ -3,7 +3,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report import cluster_report
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.cluster_text import cluster_report
 
 INFO = {
     "platform": {"name": "openshift", "version": "4.20.3", "kubernetes_version": "v1.34.4"},

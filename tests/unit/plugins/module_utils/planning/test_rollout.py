@@ -5,7 +5,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rollout import Progress, Window, node_progress
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.rollout import Progress, Window, node_progress
 
 CHANGE = {"mig_change": True, "allocatable_after": {"nvidia.com/mig-1g.10gb": 16, "nvidia.com/gpu": 0}}
 
@@ -37,7 +37,7 @@ def test_time_slicing_progress_needs_only_allocatable():
 
 
 def test_progress_judges_a_node_again_only_once_it_changed(monkeypatch):
-    from ansible_collections.kubegpu.platform.plugins.module_utils.planning import rollout
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import rollout
     calls = []
     monkeypatch.setattr(rollout, "node_progress", lambda n, c: calls.append(n["metadata"]["name"]) or ("pending", "x"))
     progress = Progress()

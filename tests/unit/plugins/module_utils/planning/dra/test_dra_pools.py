@@ -12,7 +12,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pool
     dra_pool_nodes,
     plan_node_labels,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError, parse_pools
 
 
 def node(name):

@@ -13,7 +13,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitori
     ALERT_NAMES,
     parse_settings,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import parse_pools
 
 GPU = {"gpu": "0", "UUID": "GPU-8f6f3c1e", "device": "nvidia0", "modelName": "NVIDIA H100 80GB HBM3",
        "Hostname": "gpu-node-1", "namespace": "llm", "pod": "llama-8b-predictor-0", "container": "kserve-container"}

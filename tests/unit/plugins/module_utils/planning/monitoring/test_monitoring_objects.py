@@ -15,7 +15,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitori
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.rules import metric_label, pool_resources
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.settings import parse_settings
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import parse_pools
 
 
 def kinds(plan):

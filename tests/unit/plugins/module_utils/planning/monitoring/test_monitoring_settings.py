@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import INVENTORY, check_inventory
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight.inventory import INVENTORY, check_inventory
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.settings import (
     THRESHOLDS,
     MonitoringError,

@@ -11,8 +11,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_cata
     LayoutError,
     profile_memory_mib,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import physical_gpus
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import physical_gpus
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.sizing import MIB, SizingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.slices import (
     Slice,

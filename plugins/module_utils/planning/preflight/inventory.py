@@ -24,7 +24,7 @@ __metaclass__ = type
 import inspect
 from collections.abc import Mapping
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning import cluster_policy
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator import cluster_policy
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     needed_gates,
     parse_claim_templates,
@@ -37,7 +37,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driv
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring import settings as monitoring_settings
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import COLLECTION
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import (
     POOL_OPTIONS,
     PoolError,
     parse_pools,

@@ -42,7 +42,7 @@ __metaclass__ = type
 
 from dataclasses import replace
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning import cluster_policy
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator import cluster_policy
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     needed_gates,
     parse_claim_templates,
@@ -55,7 +55,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.driv
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.errors import DraError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.platform import plan_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pools import dra_pool_nodes
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventory import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight.inventory import (
     INVENTORY,
     as_bool,
     check_inventory,
@@ -64,10 +64,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.inventor
     variables_of,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring import settings as monitoring_settings
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import empty_pools, plan_pools
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import OlmError, select
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import PoolError, parse_pools
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_writes import machineset_writes
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import empty_pools, plan_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.olm import OlmError, select
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError, parse_pools
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.writes import machineset_writes
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.errors import ServingError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.models import (
     DRA_STRATEGY,

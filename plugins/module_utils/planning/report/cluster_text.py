@@ -76,7 +76,7 @@ def cluster_report(info):
             for m in nodes["models"]]
     lines.extend(table(["GPU model", "Nodes", "GPUs", "Memory", "MIG", "Allocatable", "Sharing", "MIG config"],
                        rows or [["(no GPU nodes)", 0, 0, "-", "-", "-", "-", "-"]]))
-    # The capacity report (planning/capacity_text.py) shows the pools with their requests; this table is for
+    # The capacity report (planning/report/capacity_text.py) shows the pools with their requests; this table is for
     # results that do not carry it.
     pools = [] if info.get("capacity") else (info.get("pools") or [])
     if pools:

@@ -17,7 +17,7 @@ import copy
 import json
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import merged as deep_merge
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.olm import csv_version, version_key
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.olm import csv_version, version_key
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.suggest import did_you_mean
 
 CLUSTER_POLICY_API = "nvidia.com/v1"

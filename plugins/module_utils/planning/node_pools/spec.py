@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple, Union
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_plugin_config import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.device_plugin_config import (
     DRA,
     MIG,
     MPS,

@@ -16,7 +16,7 @@ try:
 except ImportError:  # Python 2 (sanity's compile test only)
     from cgi import escape
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.capacity_text import change_line, team_row
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.capacity_text import change_line, team_row
 
 # Colours that read apart for common colour-vision deficiencies (Okabe-Ito): allocatable, requested, idle.
 SERIES = (("allocatable", "Allocatable", "#0072B2"), ("requested", "Requested", "#D55E00"),

@@ -9,7 +9,7 @@ CHARTS: one entry per chart, in install order: stage, chart, version, release, n
 rendered with; `install` (helm install, upgrade, rollback: its kinds with Helm's verbs, what its roles grant, `bind`
 of the roles it binds, by name), `uninstall` (helm uninstall: get, list, delete of its kinds and what its
 delete hooks make), and `aggregated_roles` (ClusterRoles the API server lets only an account holding every right
-create). Each rule says why. planning/access.py decides which of them the automation account gets.
+create). Each rule says why. planning/access/rules.py decides which of them the automation account gets.
 
 Pure data.
 """

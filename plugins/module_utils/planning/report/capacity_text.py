@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubegpu.platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The capacity report (planning/capacity.py's document) as plain-text lines for a terminal or AWX job output."""
+"""The capacity report (planning/report/capacity.py's document) as plain-text lines for a terminal or AWX job output."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report import table
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.cluster_text import table
 
 
 def _counts(counter):

@@ -23,7 +23,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_plugin_config import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.device_plugin_config import (
     MIG,
     MPS,
     TIME_SLICING,
@@ -44,7 +44,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_sta
     node_labels,
     node_name,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import (
     MACHINE_API_NAMESPACE,
     PoolError,
 )

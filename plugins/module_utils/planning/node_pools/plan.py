@@ -46,7 +46,7 @@ except ImportError as exc:  # modules report it with missing_required_lib
     yaml = None
     YAML_IMPORT_ERROR = exc
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.device_plugin_config import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.device_plugin_config import (
     DRA,
     MIG,
     MPS,
@@ -96,13 +96,13 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_sta
     node_labels,
     node_name,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_selection import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.selection import (
     machineset_of,
     pool_selects,
     resolve_pools,
     selector_matches,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pool_spec import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import (
     CONFIG_PREFIX,
     MACHINE_API_NAMESPACE,
     NONE,

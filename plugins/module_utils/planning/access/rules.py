@@ -23,9 +23,9 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.chart_rules import CHARTS
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access.chart_rules import CHARTS
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.scc import NAME as SCC_GRANT
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.rbac_rules import (
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.access.rbac_rules import (
     HELM,
     reads_everything,
     self_granting,
@@ -322,7 +322,7 @@ def escalation_message(message):
         return None
     return ("forbidden: {what} grants rights {user} does not hold itself: {rules}; the API server lets an account "
             "create a role only with rights it holds: add them to the automation_access rules of the stage that "
-            "writes this role (plugins/module_utils/planning/access.py)").format(
+            "writes this role (plugins/module_utils/planning/access/rules.py)").format(
                 what=m.group("what"), user=m.group("user"), rules=" ".join(m.group("rules").split()).rstrip("."))
 
 
@@ -343,7 +343,7 @@ def forbidden_message(message):
                         for r in rules[:3]))
     else:
         grant = ("no stage of automation_access grants it: add a rule to the stage that needs it "
-                 "(plugins/module_utils/planning/access.py)")
+                 "(plugins/module_utils/planning/access/rules.py)")
     return "forbidden: {verb} {resource} (API group {group}) {where} for {user}: {grant}".format(
         verb=f["verb"], resource=f["resource"], group=group, where=where, user=f["user"], grant=grant)
 
