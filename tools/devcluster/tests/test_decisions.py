@@ -1,6 +1,6 @@
 """The simulators' decisions against their input/output cases: no cluster, no clock (as kwok tests its stages).
 
-Each document of tools/devcluster/tests/cases/<simulator>/*.yaml is one case: `why` (one line), `input` and
+Each file tools/devcluster/tests/cases/<simulator>/*.yaml is a list of cases: `why` (one line), `input` and
 `output`. The output is compared whole: a case says everything the decision writes, and nothing else may come
 out. The live tests beside this file check that the simulators read, time and write what the decisions say.
 """
@@ -90,7 +90,7 @@ RUNNERS = {"mig-manager": run_mig_manager, "device-plugin": run_device_plugin, "
 def _cases() -> list:
     found = []
     for path in sorted(CASES.glob("*/*.yaml")):
-        for index, case in enumerate(yaml.safe_load_all(path.read_text())):
+        for index, case in enumerate(yaml.safe_load(path.read_text())):
             name = f"{path.parent.name}/{path.stem}#{index + 1}"
             found.append(pytest.param(path.parent.name, case, id=name))
     return found
