@@ -504,7 +504,7 @@ def main() -> None:
     devcluster.up(state, FLEETS / "default.yaml")
     print(f"cluster ready in {time.monotonic() - t0:.1f} s", flush=True)
     bench = Bench(state)
-    from test_gpu_node_pools import install_operator
+    from demo_fleet import install_operator
     try:
         install_operator(bench.dc)
         if "demo" not in SKIP:

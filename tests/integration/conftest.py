@@ -14,11 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "devcluster"))
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
 
+from demo_fleet import install_operator  # noqa: E402
 from kubegpu_devcluster import testing  # noqa: E402
 # Tests import wait_for from here.
 from kubegpu_devcluster.testing import wait_for  # noqa: E402,F401  pylint: disable=unused-import
@@ -76,6 +78,34 @@ def dc(devcluster_session):
     return devcluster_session
 
 
+@pytest.fixture(scope="module")
+def helm_bin():
+    """The Go-built helm (tools/devcluster/build.sh builds it once; afterwards the call is a no-op)."""
+    out = subprocess.run([str(REPO / "tools" / "devcluster" / "build.sh")], check=True, capture_output=True,
+                         text=True).stdout.strip().splitlines()[-1]
+    path = Path(out) / "helm"
+    assert path.exists(), f"build.sh did not leave helm in {out}"
+    return path
+
+
+@pytest.fixture(scope="module")
+def operator(devcluster_session):
+    """The default (OpenShift) fleet, fresh, with the GPU Operator installed through OLM, a new ClusterPolicy
+    and none of our configs: what the node-pool tests expect whatever ran before them in the session. A module
+    that needs the operator without the fresh fleet defines its own `operator`."""
+    dc = devcluster_session
+    dc.fleet("default", fresh=True)
+    for cm in dc.admin.resources.get(api_version="v1", kind="ConfigMap").get().items:
+        if cm.metadata.name in ("kubegpu-mig-parted-config", "kubegpu-device-plugin-config"):
+            dc.admin.resources.get(api_version="v1", kind="ConfigMap").delete(
+                name=cm.metadata.name, namespace=cm.metadata.namespace)
+    policies = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
+    for policy in policies.get().items:
+        policies.delete(name=policy.metadata.name)
+    wait_for(lambda: not policies.get().items, timeout=60, what="old ClusterPolicy gone")
+    return install_operator(dc)
+
+
 # Helpers more than one test file needs.
 
 def gpu_allocatable(dc) -> dict:
@@ -90,6 +120,19 @@ def gpu_allocatable(dc) -> dict:
 def node_labels(dc, name) -> dict:
     """A node's labels as the API server has them now."""
     return dc.admin.resources.get(api_version="v1", kind="Node").get(name=name).metadata.labels
+
+
+def cert_kubeconfig(path: Path, server: str, pki: Path, stem: str) -> Path:
+    """A kubeconfig at `path` for the API server at `server` as the user whose client certificate is
+    <pki>/<stem>.crt (a user of the local cluster's own CA)."""
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "faults",
+        "clusters": [{"name": "devcluster", "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")}}],
+        "users": [{"name": stem, "user": {"client-certificate": str(pki / f"{stem}.crt"),
+                                          "client-key": str(pki / f"{stem}.key")}}],
+        "contexts": [{"name": "faults", "context": {"cluster": "devcluster", "user": stem}}]}))
+    path.chmod(0o600)
+    return path
 
 
 def task_name(task) -> str:

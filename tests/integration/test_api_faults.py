@@ -26,13 +26,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from conftest import REPO, gpu_allocatable, wait_for
+from conftest import REPO, cert_kubeconfig, gpu_allocatable, wait_for
 from kubegpu_devcluster import __main__ as devcluster
 from kubegpu_devcluster import certs, cluster, paths
-import test_gpu_node_pools
 
 USER = "kubegpu-faults"            # the collection, throttled
 LOAD_USER = "kubegpu-faults-load"  # keeps the throttled priority level busy
@@ -42,25 +40,11 @@ INVENTORY = REPO / "examples" / "demo" / "inventory.yml"
 FLEET = REPO / "tools" / "devcluster" / "fleets" / "default.yaml"
 SEED = 20261130
 
-# The GPU Operator installed through OLM with its ClusterPolicy ready (a module-scoped fixture, used by name).
-operator = test_gpu_node_pools.operator
-
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _kubeconfig(path: Path, server: str, pki: Path, stem: str) -> Path:
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "faults",
-        "clusters": [{"name": "devcluster", "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")}}],
-        "users": [{"name": stem, "user": {"client-certificate": str(pki / f"{stem}.crt"),
-                                          "client-key": str(pki / f"{stem}.key")}}],
-        "contexts": [{"name": "faults", "context": {"cluster": "devcluster", "user": stem}}]}))
-    path.chmod(0o600)
-    return path
 
 
 class Toxiproxy:
@@ -221,7 +205,7 @@ class Throttle(threading.Thread):
 
 
 @pytest.fixture(scope="module")
-def faults(operator):  # pylint: disable=redefined-outer-name
+def faults(operator):
     """USER (bound to cluster-admin, throttled by APF) and LOAD_USER, a toxiproxy in front of the API server, and
     a kubeconfig for USER through it. Everything is removed afterwards."""
     dc = operator
@@ -259,7 +243,7 @@ def faults(operator):  # pylint: disable=redefined-outer-name
             api.server_side_apply(body=dict(body, apiVersion=api_version, kind=kind), field_manager="tests",
                                   force_conflicts=True)
         proxy = Toxiproxy(dc.state, api_port)
-        kubeconfig = _kubeconfig(dc.state / "kubeconfig-faults-proxy", f"https://{proxy.listen}", pki, "faults")
+        kubeconfig = cert_kubeconfig(dc.state / "kubeconfig-faults-proxy", f"https://{proxy.listen}", pki, "faults")
         yield {"dc": dc, "proxy": proxy, "kubeconfig": kubeconfig, "api_port": api_port, "pki": pki}
     finally:
         if proxy is not None:

@@ -20,11 +20,9 @@ import time
 import pytest
 
 from conftest import task_result, wait_for
+from gpu_operator_playbook import (EXPECTED_VALUES, _changed_tasks, _extra_vars, _failure, _helm, _reset, _run,
+                                   job_runner_missing)
 from kubegpu_devcluster import paths
-from test_gpu_operator_role import (EXPECTED_VALUES, _changed_tasks, _extra_vars, _failure, _helm, _reset, _run,
-                                    helm_bin, job_runner_missing)
-
-__all__ = ["helm_bin"]      # a fixture, imported for this module's tests
 
 NS = "gpu-operator"
 RELEASE = "gpu-operator"

@@ -13,11 +13,10 @@ import pytest
 import yaml
 
 from bad_input_cases import POOLS_PLAN_TASK
-from conftest import REPO, gpu_allocatable, kill_playbook, node_labels, wait_for
+from conftest import REPO, cert_kubeconfig, gpu_allocatable, kill_playbook, node_labels, wait_for
+from demo_fleet import EXPECTED, POOLS, install_operator
 from kubegpu_devcluster import certs
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DEVICE_PLUGIN_CONFIG_ANNOTATION
-from test_api_faults import _kubeconfig
-from test_gpu_node_pools import EXPECTED, POOLS, install_operator
 
 PLAYBOOK = "playbooks/node_pools.yml"
 SINGLE = [dict(POOLS[0], sharing={"strategy": "mig", "mig": {"layout": "all-1g.10gb"}}), POOLS[1], POOLS[2]]
@@ -398,7 +397,7 @@ def _account_without_watch(dc):
         dc.admin.resources.get(api_version=api_version, kind=kind).server_side_apply(
             body=dict(body, apiVersion=api_version, kind=kind), field_manager="tests", force_conflicts=True)
     server = yaml.safe_load(dc.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
-    kubeconfig = _kubeconfig(dc.state / "kubeconfig-no-watch", server, pki, "no-watch")
+    kubeconfig = cert_kubeconfig(dc.state / "kubeconfig-no-watch", server, pki, "no-watch")
     return kubeconfig, [(api_version, kind, body["metadata"]["name"]) for api_version, kind, body in objects]
 
 

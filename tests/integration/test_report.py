@@ -17,7 +17,7 @@ from html import unescape as html_unescape
 import pytest
 
 from conftest import task_result, wait_for
-from test_gpu_node_pools import install_operator
+from demo_fleet import install_operator
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import POOL_LABEL
 
 NS = "report-test"

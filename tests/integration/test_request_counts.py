@@ -10,7 +10,7 @@ import json
 import time
 
 from conftest import wait_for
-from test_gpu_node_pools import install_operator
+from demo_fleet import install_operator
 
 POOLS = [
     {"name": "llm-h100", "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from test_gpu_operator_role import INVENTORY, PLAYBOOK, _reset, helm_bin  # noqa: F401 pylint: disable=unused-import
+from gpu_operator_playbook import INVENTORY, PLAYBOOK, _reset
 from kubegpu_devcluster import paths
 
 READY_SECONDS = 12

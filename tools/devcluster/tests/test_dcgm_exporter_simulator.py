@@ -113,18 +113,18 @@ def promtool_check(folder, metrics, node, expected):
     """promtool test rules on the scraped series of one node (each held for 30 minutes), the collection's default
     rule set, and for each DCGM alert the alerts expected (labels, value); none other may fire."""
     sys.path[:0] = [str(REPO / ".cache" / "collections"), str(PROMTOOL_TEST.parent)]
-    import test_alert_rules_promtool as rule_tests
+    import promtool_runner
     from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.rules import rule_groups
     from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.settings import parse_settings
 
-    series = [rule_tests.series(field, labels, "%sx30" % (int(value) if float(value).is_integer() else value))
+    series = [promtool_runner.series(field, labels, "%sx30" % (int(value) if float(value).is_integer() else value))
               for field, samples in sorted(metrics.items()) for labels, value in samples
               if labels["Hostname"] == node]
     for labels, value in (pair for pairs in expected.values() for pair in pairs):
         labels.pop("__name__", None)
     cases = [(alert, "on the simulator's series", {"input": series, "at": "20m", "alerts": expected.get(alert, [])})
              for alert in ("GPUMemoryAlmostFull", "GPUAllocatedButIdle", "GPUXidError", "GPUTemperatureHigh")]
-    code, output = rule_tests.promtool_test(folder, rule_groups(parse_settings({}), ()), cases)
+    code, output = promtool_runner.promtool_test(folder, rule_groups(parse_settings({}), ()), cases)
     assert code == 0, output
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from kubegpu_devcluster import __main__ as devcluster
 from kubegpu_devcluster import cluster, paths
-from test_serving_simulators import Cluster, conditions, isvc, requests, wait_for
+from kubegpu_devcluster.testing import wait_for
+from serving_cluster import Cluster, conditions, isvc, requests
 
 REPO = Path(__file__).resolve().parents[3]
 FLEETS = paths.DEVCLUSTER_ROOT / "fleets"

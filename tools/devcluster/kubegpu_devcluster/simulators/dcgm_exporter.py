@@ -36,8 +36,8 @@ from pathlib import Path
 from kubernetes.dynamic.exceptions import NotFoundError
 
 from .. import hardware
-from .dra_plugin import _uuid
-from .mig_manager import node_model, physical_gpus
+from .decisions.dra_plugin import device_uuid
+from .decisions.gpus import node_model, physical_gpus
 from .framework import KNOBS_CONFIGMAP, KNOBS_NAMESPACE, Simulator, log
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -111,7 +111,7 @@ def gpus(nodes: list, pods: list, knobs: dict) -> list:
         total = int(labels.get("nvidia.com/gpu.memory") or gpu.memory_mib)
         held = holders(pods, meta["name"], count)
         for index in range(count):
-            series = [("gpu", str(index)), ("UUID", _uuid("GPU", meta["name"], index)),
+            series = [("gpu", str(index)), ("UUID", device_uuid("GPU", meta["name"], index)),
                       ("pci_bus_id", "00000000:%02X:00.0" % (0x18 + index * 0x10)), ("device", "nvidia%d" % index),
                       ("modelName", hardware.NVML_NAMES.get(model, gpu.product.replace("-", " "))),
                       ("Hostname", meta["name"])]

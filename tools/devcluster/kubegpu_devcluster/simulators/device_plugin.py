@@ -57,168 +57,19 @@ Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
   device-plugin.restart_seconds  time a restart (a new pod template) takes to reach the pods: until then they
                              keep the ConfigMap content they read before, as during a real DaemonSet rollout
                              (default 0)
+
+What it decides is in decisions/device_plugin.py, pure functions with their cases in
+tools/devcluster/tests/cases/device-plugin/; this controller reads the objects, keeps the time a change takes and
+writes what the decision returns.
 """
 from __future__ import annotations
 
 import json
-import re
 import time
-from dataclasses import dataclass, field
 
-import yaml
-
-from .. import hardware
+from .decisions import device_plugin as decide
 from .framework import KNOBS_CONFIGMAP, KNOBS_NAMESPACE, Simulator, log
 from .gpu_operator import DEVICE_PLUGIN_DS, pod_configmap, pod_env
-from .mig_manager import GPUS_ANNOTATION, STATE_LABEL, applied_geometry, node_model, physical_gpus
-
-CONFIG_LABEL = "nvidia.com/device-plugin.config"
-GPU = "nvidia.com/gpu"
-MIG_LABEL = re.compile(r"^nvidia\.com/mig-.+\.(count|product|replicas|sharing-strategy)$")
-
-
-class ConfigError(Exception):
-    """A device-plugin config the plugin would refuse."""
-
-
-@dataclass(frozen=True)
-class PluginConfig:
-    mig_strategy: str | None = None
-    sharing: str | None = None          # "time-slicing" or "mps"
-    rename_by_default: bool = False
-    resources: tuple = field(default_factory=tuple)   # ({name, replicas, rename, devices}, ...)
-
-    def replicated(self, name: str) -> dict | None:
-        return next((r for r in self.resources if r["name"] == name), None)
-
-
-def parse_config(text: str) -> PluginConfig:
-    """One key of the device-plugin ConfigMap (k8s-device-plugin api/config/v1)."""
-    try:
-        doc = yaml.safe_load(text or "")
-    except yaml.YAMLError as e:
-        raise ConfigError(f"not YAML: {e}") from None
-    if not isinstance(doc, dict):
-        raise ConfigError("not a mapping")
-    if doc.get("version", "v1") != "v1":
-        raise ConfigError(f"unknown version {doc.get('version')!r}")
-    flags = doc.get("flags") or {}
-    strategy = flags.get("migStrategy")
-    if strategy not in (None, "none", "single", "mixed"):
-        raise ConfigError(f"unknown migStrategy {strategy!r}")
-    sharing = doc.get("sharing") or {}
-    blocks = [(kind, sharing.get(key)) for kind, key in (("time-slicing", "timeSlicing"), ("mps", "mps"))
-              if sharing.get(key)]
-    if len(blocks) > 1:
-        raise ConfigError("timeSlicing and mps are exclusive")
-    if not blocks:
-        return PluginConfig(mig_strategy=strategy)
-    kind, block = blocks[0]
-    entries = block.get("resources") or []
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{kind}: resources must not be empty")
-    resources = []
-    for r in entries:
-        name, replicas = (r or {}).get("name"), (r or {}).get("replicas")
-        if not isinstance(name, str) or not (name == GPU or name.startswith("nvidia.com/mig-")):
-            raise ConfigError(f"{kind}: unknown resource {name!r}")
-        if kind == "mps" and name != GPU:
-            raise ConfigError("mps: only nvidia.com/gpu can be shared")
-        if not isinstance(replicas, int) or replicas < 2:
-            raise ConfigError(f"{kind}: {name}: replicas must be an integer >= 2")
-        resources.append({"name": name, "replicas": replicas, "rename": r.get("rename") or "",
-                          "devices": r.get("devices", "all")})
-    return PluginConfig(strategy, kind, bool(block.get("renameByDefault")), tuple(resources))
-
-
-def _sanitise(value: str) -> str:
-    return "-".join(re.sub(r"[^A-Za-z0-9-_. ]", "", value).split())
-
-
-class PluginError(Exception):
-    """The plugin would not start on the node (it crash-loops)."""
-
-
-def advertise(model: str, count: int, geometry: list, conf: PluginConfig, strategy: str) -> tuple:
-    """(resources {name: int}, labels {name: value or None to remove}) GFD and the plugin publish."""
-    product = hardware.gpu(model).product
-    full = [i for i, g in enumerate(geometry) if g is None]
-    migs = [g for g in geometry if g is not None]
-    resources, labels = {}, {}
-
-    def share(name: str, devices: int, indices=None) -> tuple:
-        """Advertise `devices` devices of resource `name`: (replicas, renamed)."""
-        r = conf.replicated(name) if conf.sharing else None
-        if r is None:
-            resources[name] = resources.get(name, 0) + devices
-            return 1, False
-        wanted = r["devices"]
-        if isinstance(wanted, int):
-            shared = min(wanted, devices)
-        elif isinstance(wanted, list) and indices is not None:
-            shared = len([i for i in indices if i in wanted])
-        else:
-            shared = devices
-        target = r["rename"] or (f"{name}.shared" if conf.rename_by_default else name)
-        resources[target] = resources.get(target, 0) + shared * r["replicas"]
-        resources[name] = resources.get(name, 0) + devices - shared
-        return r["replicas"], target != name
-
-    def base(resource: str, prod: str, devices: int, replicas: int, renamed: bool, sharing: bool = True) -> None:
-        shared = sharing and replicas > 1
-        labels[f"{resource}.product"] = _sanitise(prod + ("-SHARED" if shared and not renamed else ""))
-        labels[f"{resource}.count"] = str(devices)
-        labels[f"{resource}.replicas"] = str(replicas if sharing else 0)
-        labels[f"{resource}.sharing-strategy"] = conf.sharing if shared else "none"
-
-    labels[f"{GPU}.memory"] = str(hardware.gpu(model).memory_mib)
-    labels["nvidia.com/mps.capable"] = str(conf.sharing == "mps").lower()
-    labels["nvidia.com/mig.strategy"] = None if strategy == "none" else strategy
-    if conf.sharing == "mps" and migs and strategy != "none":
-        raise PluginError("MPS sharing is not supported with MIG devices")
-    if strategy == "none" or not migs:
-        replicas, renamed = share(GPU, count, range(count))
-        base(GPU, product, count, replicas, renamed)
-    elif strategy == "single":
-        profiles = {p for g in migs for p in g}
-        if full or any(not g for g in migs) or len(profiles) != 1:
-            resources[GPU] = 0
-            labels.update({f"{GPU}.product": _sanitise(f"{product}-MIG-INVALID"), f"{GPU}.count": "0",
-                           f"{GPU}.replicas": "0", f"{GPU}.memory": "0", f"{GPU}.sharing-strategy": "none"})
-        else:
-            profile = profiles.pop()
-            devices = sum(g[profile] for g in migs)
-            replicas, renamed = share(GPU, devices)
-            base(GPU, f"{product}-MIG-{profile}", devices, replicas, renamed)
-    else:  # mixed
-        replicas, renamed = share(GPU, len(full), full)
-        base(GPU, product, count, replicas, renamed, sharing=bool(full))
-        totals = {}
-        for g in migs:
-            for profile, n in g.items():
-                totals[profile] = totals.get(profile, 0) + n
-        for profile, n in sorted(totals.items()):
-            name = f"nvidia.com/mig-{profile.replace('+', '.')}"
-            replicas, renamed = share(name, n)
-            base(name, f"{product}-MIG-{profile}", n, replicas, renamed)
-    return resources, labels
-
-
-def _names(value: str) -> set:
-    return {n.strip() for n in value.split(",") if n.strip()}
-
-
-def _lost_gpus(value: str) -> dict:
-    """device-plugin.lost_gpus "node-a=1,node-b=2" -> {node: GPUs lost}; a bare name loses one."""
-    lost = {}
-    for item in _names(value):
-        name, n = (item.split("=", 1) + [""])[:2]
-        lost[name.strip()] = int(n) if n.strip().isdigit() else 1
-    return lost
-
-
-def _managed_resource(name: str) -> bool:
-    return name.startswith(GPU) or name.startswith("nvidia.com/mig-")
 
 
 class DevicePluginSimulator(Simulator):
@@ -234,7 +85,7 @@ class DevicePluginSimulator(Simulator):
     def __init__(self, kubeconfig: str):
         super().__init__(kubeconfig)
         self._ctx = None         # what the running pods see; None: not computed yet
-        self._active = {}        # node name -> {"uid", "sig", "key", "conf"}: the config each node's plugin runs
+        self._active = {}        # node name -> {"uid", "sig", "choice"}: the config each node's plugin runs
         self._due = {}           # node name -> (change, monotonic time at which it shows)
         self._restart_sig, self._restart_due = None, 0.0   # a pod template change on its way to the pods
 
@@ -271,9 +122,8 @@ class DevicePluginSimulator(Simulator):
                 log.info("device-plugin: ConfigMap %s/%s missing: the plugin pods cannot start", namespace, cm_name)
             else:
                 configs = (cm.data and cm.data.to_dict()) or {}
-        self._ctx = {"running": not waiting, "waiting": waiting, "sig": sig, "namespace": namespace,
-                     "cm": cm_name, "configs": configs, "default": env.get("DEFAULT_CONFIG", ""),
-                     "strategy": env.get("MIG_STRATEGY") or "single"}
+        self._ctx = {"running": not waiting, "waiting": waiting, "sig": sig, "namespace": namespace, "cm": cm_name,
+                     "pods": decide.Pods(configs, env.get("DEFAULT_CONFIG", ""), env.get("MIG_STRATEGY") or "single")}
         return self._ctx
 
     def _requeue_nodes(self) -> None:
@@ -304,83 +154,25 @@ class DevicePluginSimulator(Simulator):
         if ctx["running"]:
             self._node(obj.to_dict(), ctx)
 
-    def _node_config(self, node: dict, ctx: dict) -> PluginConfig:
-        meta = node["metadata"]
-        configs = ctx["configs"]
-        if configs is None:
-            return PluginConfig()
-        key = (meta.get("labels") or {}).get(CONFIG_LABEL) or ctx["default"]
-        active = self._active.get(meta["name"])
-        if active is not None and (active["uid"], active["sig"]) != (meta["uid"], ctx["sig"]):
-            active = None   # another node of the same name, or the pods restarted
-        if active is not None and active["key"] == key:
-            return active["conf"]
-        if not key:   # no label and no default: the plugin runs without a config (fallback "empty")
-            self._active[meta["name"]] = {"uid": meta["uid"], "sig": ctx["sig"], "key": "", "conf": PluginConfig()}
-            return PluginConfig()
-        for candidate in (key,) if active is not None else (key, ctx["default"]):
-            if candidate and candidate in configs:
-                try:
-                    conf = parse_config(configs[candidate])
-                except ConfigError as e:
-                    log.info("device-plugin: %s: config %s skipped: %s", meta["name"], candidate, e)
-                    continue
-                self._active[meta["name"]] = {"uid": meta["uid"], "sig": ctx["sig"], "key": candidate, "conf": conf}
-                return conf
-            if candidate:
-                log.info("device-plugin: %s: config %s not in ConfigMap %s: skipped", meta["name"], candidate, ctx["cm"])
-        if active is not None:
-            return active["conf"]
-        return PluginConfig()
-
     def _node(self, node: dict, ctx: dict) -> None:
-        meta, status = node["metadata"], node.get("status") or {}
-        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        meta = node["metadata"]
         name = meta["name"]
-        model = node_model(labels)
-        if labels.get("nvidia.com/gpu.present") != "true" or model is None:
+        running = self._active.get(name)
+        if running is not None and (running["uid"], running["sig"]) != (meta["uid"], ctx["sig"]):
+            running = None   # another node of the same name, or the pods restarted
+        choice, update = decide.decide(node, ctx["pods"], running and running["choice"], self.knobs)
+        if update is None:
             return
-        count = physical_gpus(labels, annotations)
-        geometry = applied_geometry(annotations, count) if hardware.gpu(model).mig_capable else [None] * count
-        conf = self._node_config(node, ctx)
-        strategy = conf.mig_strategy or ctx["strategy"]
-        pending = labels.get(STATE_LABEL) == "pending"
-        plugin_up = labels.get("nvidia.com/gpu.deploy.device-plugin") == "true" and not pending \
-            and name not in _names(self.knobs.get("fail_nodes"))
-        gfd_up = labels.get("nvidia.com/gpu.deploy.gpu-feature-discovery") == "true" and not pending
-        try:
-            resources, wanted_labels = advertise(model, count, geometry, conf, strategy)
-        except PluginError as e:
-            log.info("device-plugin: %s: %s", name, e)
-            resources, wanted_labels, gfd_up = {}, {}, False
-        if not plugin_up:
-            resources = {}
-        lost = min(count, _lost_gpus(self.knobs.get("lost_gpus")).get(name, 0))
-        healthy = dict(resources)
-        if lost and count:
-            # The plugin reports the lost GPUs' devices unhealthy: the kubelet keeps them in capacity and takes them
-            # out of allocatable; GFD, relabelling, counts the GPUs NVML still sees.
-            healthy = {r: v - lost * (v // count) for r, v in resources.items()}
-            if gfd_up and wanted_labels.get(f"{GPU}.count") == str(count):
-                wanted_labels[f"{GPU}.count"] = str(count - lost)
-        capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
-        cap_patch, alloc_patch = {}, {}
-        for res in sorted({r for r in list(capacity) + list(allocatable) if _managed_resource(r)} | set(resources)):
-            if capacity.get(res) != str(resources.get(res, 0)):
-                cap_patch[res] = str(resources.get(res, 0))
-            if allocatable.get(res) != str(healthy.get(res, 0)):
-                alloc_patch[res] = str(healthy.get(res, 0))
-        res_patch = cap_patch or alloc_patch
-        label_patch = {}
-        if gfd_up:
-            for label in labels:
-                if MIG_LABEL.match(label) and label not in wanted_labels:
-                    wanted_labels[label] = None
-            label_patch = {k: v for k, v in wanted_labels.items() if labels.get(k) != v and (v is not None or k in labels)}
-        if not res_patch and not label_patch:
+        for key, why in choice.skipped:
+            log.info("device-plugin: %s: config %s (ConfigMap %s) skipped: %s", name, key, ctx["cm"], why)
+        if choice.key is not None:
+            self._active[name] = {"uid": meta["uid"], "sig": ctx["sig"], "choice": choice}
+        if update.reason:
+            log.info("device-plugin: %s: %s", name, update.reason)
+        if update.empty():
             self._due.pop(name, None)
             return
-        change = json.dumps([label_patch, cap_patch, alloc_patch], sort_keys=True)
+        change = json.dumps([update.labels, update.capacity, update.allocatable], sort_keys=True)
         due = self._due.get(name)
         if due is None or due[0] != change:
             due = (change, self.observed_at() + self.knobs.seconds("seconds", 0.5))   # the node's own plugin
@@ -389,12 +181,12 @@ class DevicePluginSimulator(Simulator):
             return self.requeue("Node", None, name, after=due[1] - time.monotonic())
         del self._due[name]
         api = self.api("Node")
-        if label_patch:
-            body = {"metadata": {"labels": label_patch}}
-            if GPUS_ANNOTATION not in annotations:
-                body["metadata"]["annotations"] = {GPUS_ANNOTATION: str(count)}
+        if update.labels:
+            body = {"metadata": {"labels": update.labels}}
+            if update.annotations:
+                body["metadata"]["annotations"] = update.annotations
             self.remember("Node", api.patch(name=name, body=body, content_type="application/merge-patch+json"))
-        if res_patch:
+        if update.capacity or update.allocatable:
             self.remember("Node", api.status.patch(
-                name=name, body={"status": {"capacity": cap_patch, "allocatable": alloc_patch}},
+                name=name, body={"status": {"capacity": update.capacity, "allocatable": update.allocatable}},
                 content_type="application/merge-patch+json"))

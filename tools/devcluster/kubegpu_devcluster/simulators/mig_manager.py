@@ -49,127 +49,25 @@ Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
   mig-manager.fail_nodes   comma-separated node names whose reconfiguration ends in `failed`
   mig-manager.hang_nodes   comma-separated node names that stay pending with paused labels for as long as
                            they are listed (gpu-operator#2833: GPU-client shutdown timeout)
+
+What it decides is in decisions/mig_manager.py, pure functions with their cases in
+tools/devcluster/tests/cases/mig-manager/; this controller reads the objects, keeps the time a change takes and
+writes what the decision returns.
 """
 from __future__ import annotations
 
 import json
 import time
 
-import yaml
-
-from .. import hardware
+from .decisions import mig_manager as decide
+from .decisions.mig_manager import mig_configs
 from .framework import KNOBS_CONFIGMAP, KNOBS_NAMESPACE, Simulator, log
 from .gpu_operator import MIG_MANAGER_DS, pod_configmap
-
-CONFIG_LABEL = "nvidia.com/mig.config"
-STATE_LABEL = "nvidia.com/mig.config.state"
-APPLIED_ANNOTATION = "devcluster.kubegpu.io/mig-applied"
-GEOMETRY_ANNOTATION = "devcluster.kubegpu.io/mig-geometry"
-GPUS_ANNOTATION = "devcluster.kubegpu.io/gpus"
-PAUSED = "paused-for-mig-change"
-PAUSED_OPERANDS = tuple(f"nvidia.com/gpu.deploy.{o}" for o in
-                        ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm", "client"))
-
-
-class MigConfigError(Exception):
-    """A mig-parted config that cannot be applied to the node's GPUs."""
-
-
-def node_model(labels: dict) -> str | None:
-    return hardware.model_by_product(labels.get("nvidia.com/gpu.product", ""))
-
-
-def physical_gpus(labels: dict, annotations: dict) -> int:
-    """The node's GPU count: the fleet's gpu.count, kept in an annotation once GFD may rewrite the label."""
-    try:
-        return int(annotations.get(GPUS_ANNOTATION) or labels.get("nvidia.com/gpu.count") or 0)
-    except ValueError:
-        return 0
-
-
-def applied_geometry(annotations: dict, count: int) -> list:
-    """Per GPU: None (MIG disabled) or {profile: count}. Missing or unreadable: all disabled."""
-    try:
-        geometry = json.loads(annotations.get(GEOMETRY_ANNOTATION) or "null")
-    except ValueError:
-        geometry = None
-    if not isinstance(geometry, list) or len(geometry) != count:
-        return [None] * count
-    return geometry
-
-
-def generated_configs(model: str) -> dict:
-    """The per-node configs the operator generates (v26.3+, mig-parted builder) for GPUs of one model."""
-    configs = {"all-disabled": [{"devices": "all", "mig-enabled": False}],
-               "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}]}
-    for profile, (_slices, most) in sorted(hardware.MIG_PROFILES.get(model, {}).items()):
-        configs[f"all-{profile.replace('+', '.')}"] = [{"devices": "all", "mig-enabled": True,
-                                                        "mig-devices": {profile: most}}]
-    if model in hardware.MIG_BALANCED:
-        configs["all-balanced"] = [{"devices": "all", "mig-enabled": True,
-                                    "mig-devices": dict(hardware.MIG_BALANCED[model])}]
-    return configs
-
-
-def check_geometry(model: str, devices: dict) -> None:
-    profiles = hardware.MIG_PROFILES.get(model, {})
-    memory_total, compute_total = hardware.mig_slices(model)
-    memory = compute = 0
-    for profile, count in devices.items():
-        if profile not in profiles:
-            raise MigConfigError(f"MIG profile {profile} is not supported on {model}")
-        if not isinstance(count, int) or count < 0:
-            raise MigConfigError(f"invalid count {count!r} for MIG profile {profile}")
-        slices, most = profiles[profile]
-        if count > most:
-            raise MigConfigError(f"at most {most} x {profile} fit on {model}, asked for {count}")
-        memory += slices * count
-        compute += int(profile.split("g.")[0]) * count
-    if memory > memory_total or compute > compute_total:
-        raise MigConfigError(f"geometry {devices} does not fit on {model}: {memory}/{memory_total} memory "
-                             f"slices, {compute}/{compute_total} compute slices")
-
-
-def plan(model: str, current: list, entries) -> list:
-    """The geometry after applying a mig-parted config (a list of entries) to GPUs now in `current`."""
-    if not isinstance(entries, list) or not entries:
-        raise MigConfigError("the selected mig-config is not a list of entries")
-    result = list(current)
-    matched = False
-    for entry in entries:
-        if not isinstance(entry, dict):
-            raise MigConfigError("a mig-config entry is not a mapping")
-        wanted_filter = entry.get("device-filter")
-        if isinstance(wanted_filter, str):
-            wanted_filter = [wanted_filter]
-        if wanted_filter and hardware.device_id(model).lower() not in [str(f).lower() for f in wanted_filter]:
-            continue
-        devices = entry.get("devices", "all")
-        indices = range(len(current)) if devices == "all" else \
-            [i for i in (devices if isinstance(devices, list) else []) if isinstance(i, int) and 0 <= i < len(current)]
-        enabled = bool(entry.get("mig-enabled"))
-        mig_devices = entry.get("mig-devices") or {}
-        if not isinstance(mig_devices, dict):
-            raise MigConfigError("mig-devices is not a mapping")
-        if not enabled and mig_devices:
-            raise MigConfigError("mig-devices given with mig-enabled false")
-        if enabled:
-            check_geometry(model, mig_devices)
-        for i in indices:
-            matched = True
-            result[i] = {p: c for p, c in mig_devices.items() if c} if enabled else None
-    if not matched:
-        raise MigConfigError(f"no entry of the config applies to this node's GPUs ({hardware.device_id(model)})")
-    return result
 
 
 def _pods_of(ds: dict) -> str:
     """What the mig-manager pods run: the DaemonSet (its uid) and its pod template. A change restarts them."""
     return json.dumps([ds["metadata"]["uid"], ds["spec"].get("template")], sort_keys=True)
-
-
-def _names(value: str) -> set:
-    return {n.strip() for n in value.split(",") if n.strip()}
 
 
 class MigManagerSimulator(Simulator):
@@ -204,11 +102,7 @@ class MigManagerSimulator(Simulator):
         cached = self._configs.get(key)
         if cached and cached[0] == meta["resourceVersion"]:
             return cached[1]
-        try:
-            doc = yaml.safe_load((cm.get("data") or {}).get("config.yaml") or "") or {}
-            configs = doc.get("mig-configs") or {}
-        except (yaml.YAMLError, AttributeError):
-            configs = {}
+        configs = mig_configs((cm.get("data") or {}).get("config.yaml") or "")
         self._configs[key] = (meta["resourceVersion"], configs)
         return configs
 
@@ -258,27 +152,18 @@ class MigManagerSimulator(Simulator):
             return
         node = obj.to_dict()
         meta = node["metadata"]
-        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
         job = self._jobs.get(name)
         if job is not None and job["uid"] != meta["uid"]:   # the node was replaced (fleet reloaded)
             del self._jobs[name]
             job = None
         if job is not None:
             return self._progress(node, job)
-        if labels.get("nvidia.com/mig.capable") != "true" or labels.get("nvidia.com/gpu.deploy.mig-manager") != "true":
-            return
-        wanted = labels.get(CONFIG_LABEL)
-        applied = annotations.get(APPLIED_ANNOTATION, "all-disabled")
-        state = labels.get(STATE_LABEL)
-        if not wanted or (wanted == applied and state == "success") or \
-                (state == "failed" and self._failed.get(meta["uid"]) == wanted):
+        wanted = decide.acts_on(node, self._failed.get(meta["uid"]))
+        if wanted is None:
             return
         ds = self._daemonset()
         if ds is None:   # no mig-manager pod runs: label changes wait for it
             return
-        if wanted == applied:   # e.g. the label set back after a failure: "already applied"
-            self._failed.pop(meta["uid"], None)
-            return self._patch(name, dict(self._restored(labels), **{STATE_LABEL: "success"}))
         self._start(node, ds, wanted)
 
     def _pods_restarted(self, ds: dict, node: str) -> bool:
@@ -296,71 +181,47 @@ class MigManagerSimulator(Simulator):
         self.requeue("Node", None, node)
         return True
 
-    @staticmethod
-    def _restored(labels: dict) -> dict:
-        return {k: "true" for k in PAUSED_OPERANDS if labels.get(k) == PAUSED}
-
-    def _fail(self, node: dict, config: str, reason: str) -> None:
+    def _write(self, node: dict, config: str, step: decide.Step) -> None:
+        """Write a step's patch and remember its outcome: a failed label is not tried again until it changes."""
         meta = node["metadata"]
-        log.info("mig-manager: %s: config %s failed: %s", meta["name"], config, reason)
-        self._failed[meta["uid"]] = config
-        labels = meta.get("labels") or {}
-        self._patch(meta["name"], dict(self._restored(labels), **{STATE_LABEL: "failed"}))
+        if step.outcome == "failed":
+            log.info("mig-manager: %s: config %s failed: %s", meta["name"], config, step.reason)
+            self._failed[meta["uid"]] = config
+        elif step.outcome == "success":
+            self._failed.pop(meta["uid"], None)
+        self._patch(meta["name"], step.labels, step.annotations)
 
     def _start(self, node: dict, ds: dict, wanted: str) -> None:
         meta = node["metadata"]
-        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-        model = node_model(labels)
-        if model is None or model not in hardware.MIG_PROFILES:
-            return self._fail(node, wanted, f"GPU {labels.get('nvidia.com/gpu.product')} is not MIG capable")
         namespace = ds["metadata"]["namespace"]
         cm_name = pod_configmap(ds, "mig-parted-config")
+        document = None
         if cm_name:
             cm = self._document(namespace, cm_name, wanted)
-            if cm is None:
-                log.info("mig-manager: ConfigMap %s/%s missing: the mig-manager pod cannot start", namespace, cm_name)
-                return self.requeue("Node", None, meta["name"], after=2.0)
-            configs = self._mig_configs(cm)
-        else:
-            configs = generated_configs(model)
-        if wanted not in configs:
-            if self._pods_restarted(ds, meta["name"]):
-                return   # the new pods read the label: the node is looked at again
-            return self._fail(node, wanted, f"selected mig-config not present: {wanted}")
-        count = physical_gpus(labels, annotations)
-        current = applied_geometry(annotations, count)
+            document = decide.MISSING if cm is None else self._mig_configs(cm)
+        step = decide.start(node, document, self._failed.get(meta["uid"]))
+        if step.outcome == "none":
+            return
+        if step.outcome == "wait":
+            log.info("mig-manager: ConfigMap %s/%s missing: the mig-manager pod cannot start", namespace, cm_name)
+            return self.requeue("Node", None, meta["name"], after=2.0)
+        if step.unknown_config and self._pods_restarted(ds, meta["name"]):
+            return   # the new pods read the label: the node is looked at again
+        if step.outcome != "pending":
+            return self._write(node, wanted, step)
         # Counted from when the label change was reported: each node runs its own mig-manager, so a batch's nodes
         # all start at once however many this simulator has to get through.
-        job = {"uid": meta["uid"], "config": wanted, "due": self.observed_at() + self.knobs.seconds("seconds", 1.0)}
-        try:
-            job["geometry"] = plan(model, current, configs[wanted])
-        except MigConfigError as e:
-            job["error"] = str(e)
-        if job.get("geometry") == current:
-            self._failed.pop(meta["uid"], None)
-            return self._patch(meta["name"], dict(self._restored(labels), **{STATE_LABEL: "success"}),
-                               {APPLIED_ANNOTATION: wanted, GEOMETRY_ANNOTATION: json.dumps(current)})
-        paused = {k: PAUSED for k in PAUSED_OPERANDS if labels.get(k) == "true"}
-        self._patch(meta["name"], dict(paused, **{STATE_LABEL: "pending"}))
-        self._jobs[meta["name"]] = job
-        self.requeue("Node", None, meta["name"], after=job["due"] - time.monotonic())
+        due = self.observed_at() + self.knobs.seconds("seconds", 1.0)
+        self._patch(meta["name"], step.labels)
+        self._jobs[meta["name"]] = dict(step.job, uid=meta["uid"], due=due)
+        self.requeue("Node", None, meta["name"], after=due - time.monotonic())
 
     def _progress(self, node: dict, job: dict) -> None:
-        meta = node["metadata"]
-        name = meta["name"]
+        name = node["metadata"]["name"]
         if time.monotonic() < job["due"]:
             return self.requeue("Node", None, name, after=job["due"] - time.monotonic())
-        if name in _names(self.knobs.get("hang_nodes")):
+        step = decide.finish(node, job, self.knobs)
+        if step.outcome == "hang":
             return self.requeue("Node", None, name, after=1.0)
         del self._jobs[name]
-        if "error" in job:
-            return self._fail(node, job["config"], job["error"])
-        if name in _names(self.knobs.get("fail_nodes")):
-            return self._fail(node, job["config"], "simulated failure (mig-manager.fail_nodes)")
-        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-        self._failed.pop(meta["uid"], None)
-        extra = {}
-        if GPUS_ANNOTATION not in annotations:
-            extra[GPUS_ANNOTATION] = str(physical_gpus(labels, annotations))
-        self._patch(name, dict(self._restored(labels), **{STATE_LABEL: "success"}),
-                    dict(extra, **{APPLIED_ANNOTATION: job["config"], GEOMETRY_ANNOTATION: json.dumps(job["geometry"])}))
+        self._write(node, job["config"], step)

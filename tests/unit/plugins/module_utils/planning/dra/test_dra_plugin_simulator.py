@@ -8,7 +8,7 @@ import json
 
 import pytest
 from kubegpu_devcluster import fleet  # pylint: disable=import-error
-from kubegpu_devcluster.simulators import dra_plugin  # pylint: disable=import-error
+from kubegpu_devcluster.simulators.decisions import dra_plugin  # pylint: disable=import-error
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     parse_claim_templates,
@@ -154,9 +154,9 @@ def test_topology_two_gpus_per_pcie_root():
 
 def test_contains_ignores_fields_the_api_server_adds():
     desired = [{"name": "gpu-0", "capacity": {"memory": {"value": "1Mi"}}}]
-    assert dra_plugin._contains([{"name": "gpu-0", "capacity": {"memory": {"value": "1Mi"}}, "x": 1}], desired)
-    assert not dra_plugin._contains([{"name": "gpu-0", "capacity": {"memory": {"value": "2Mi"}}}], desired)
-    assert not dra_plugin._contains([], desired)
+    assert dra_plugin.contains([{"name": "gpu-0", "capacity": {"memory": {"value": "1Mi"}}, "x": 1}], desired)
+    assert not dra_plugin.contains([{"name": "gpu-0", "capacity": {"memory": {"value": "2Mi"}}}], desired)
+    assert not dra_plugin.contains([], desired)
 
 
 def test_claim_templates_match_what_the_simulator_publishes():

@@ -5,8 +5,7 @@ for every alert, each with the labels and annotations Prometheus would send."""
 import copy
 
 import pytest
-import yaml
-from promtool_runner import render, run, write_rules
+from promtool_runner import promtool_test, run, series, write_rules
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.rules import rule_groups
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.settings import (
@@ -24,10 +23,6 @@ POOLS = [
     {"name": "embed-l40s", "selector": {"matchLabels": {"pool": "l40s"}},
      "sharing": {"strategy": "time-slicing", "time_slicing": {"replicas": 4}}},
 ]
-
-
-def series(name, labels, values):
-    return {"series": "%s{%s}" % (name, ",".join('%s="%s"' % kv for kv in sorted(labels.items()))), "values": values}
 
 
 def pending_pod(namespace, pod, resource, phase="Pending"):
@@ -92,43 +87,6 @@ CASES = {
                   "at": "15m"},
     },
 }
-
-
-def _rules_by_alert(groups):
-    out = {}
-    for rule in groups[0]["rules"]:
-        out.setdefault(rule["alert"], []).append(rule)
-    return out
-
-
-def _expected(rules, alert_labels, value):
-    """The alert Prometheus sends for labels: the rule whose own labels it carries (GPUPodsPending has one per resource)."""
-    rule = next(r for r in rules if all(alert_labels.get(k, v) == v for k, v in r["labels"].items()
-                                        if k != "severity"))
-    labels = dict(alert_labels, **rule["labels"])
-    return {"exp_labels": labels,
-            "exp_annotations": dict((k, render(v, labels, value)) for k, v in rule["annotations"].items())}
-
-
-def _test_file(groups, cases):
-    by_alert = _rules_by_alert(groups)
-    tests = []
-    for alert, kind, case in cases:
-        tests.append({
-            "name": "%s %s" % (alert, kind),
-            "interval": "1m",
-            "input_series": case["input"],
-            "alert_rule_test": [{"eval_time": case["at"], "alertname": alert,
-                                 "exp_alerts": [_expected(by_alert[alert], labels, value)
-                                                for labels, value in case.get("alerts", [])]}],
-        })
-    return {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests}
-
-
-def promtool_test(tmp_path, groups, cases):
-    write_rules(tmp_path, groups)
-    (tmp_path / "tests.yml").write_text(yaml.safe_dump(_test_file(groups, cases), sort_keys=False))
-    return run("test", "rules", "tests.yml", cwd=str(tmp_path))
 
 
 @pytest.fixture(scope="module")
