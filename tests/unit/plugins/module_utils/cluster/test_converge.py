@@ -5,6 +5,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import json
 
 import pytest
 
@@ -18,15 +19,12 @@ MARK = {"app.kubernetes.io/part-of": "test-stage"}
 SERVED = ("v1", "kubegpu.test/v1")
 
 
-class Refusal(DynamicApiError):
-    """What the dynamic client raises for a request the API server refuses (422)."""
+class Answer(object):
+    """The API server's answer to a request it refuses (422), as the dynamic client reads it."""
 
-    def __init__(self, reason):
-        Exception.__init__(self, reason)
-        self.status, self.reason = 422, reason
-
-    def summary(self):
-        return self.reason
+    def __init__(self, message):
+        self.status, self.reason, self.headers = 422, "Unprocessable Entity", {"Content-Type": "application/json"}
+        self.body = json.dumps({"kind": "Status", "message": message})
 
 
 class Resource(object):
@@ -67,7 +65,7 @@ class FakeCluster(object):
         k = converge.key(body)
         self.calls.append(("dry-run apply" if dry_run else "apply", k, field_manager))
         if k in self.refuse:
-            raise Refusal(self.refuse[k])
+            raise DynamicApiError(Answer(self.refuse[k]))
         if dry_run:
             return
         assert namespace is None or converge.key(ns(namespace)) in self.store, "namespace %s missing" % namespace
