@@ -192,8 +192,9 @@ progress:
 
 import time
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import apply_object, change_report
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import change_report
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.converge import Converge, key
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import AUTO, detect_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, state_ready
@@ -279,15 +280,14 @@ class Reconcile(object):
         return [(policy_object(name, spec), self.live)] + [(d, live_drivers.get(d["metadata"]["name"])) for d in drivers]
 
     def apply(self, desired):
-        """Every object that differs is dry-run first (check mode stops there), then applied."""
-        changes = [apply_object(self.cluster, obj, True, current=live, current_known=True) for obj, live in desired]
-        for entry, change in zip(self.result["drivers"], changes[1:]):
-            entry["changed"] = change.changed
-        if not self.module.check_mode:
-            changes = [apply_object(self.cluster, obj, False, current=live, current_known=True) if change.changed
-                       else change for (obj, live), change in zip(desired, changes)]
+        """Every object that differs is dry-run first (check mode stops there), then applied; nothing is pruned."""
+        live = dict((key(obj), current) for obj, current in desired if current is not None)
+        changes = Converge(self.cluster, self.module.check_mode, live=live).run([obj for obj, dummy in desired])
+        changed = set(c.key for c in changes if c.changed)
+        for entry, (obj, dummy) in zip(self.result["drivers"], desired[1:]):
+            entry["changed"] = key(obj) in changed
         self.result.update(change_report(changes))
-        return changes[0].changed
+        return key(desired[0][0]) in changed
 
     def wait(self, policy_changed):
         r = self.result

@@ -97,14 +97,8 @@ diff:
   type: dict
 """
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
-    Change,
-    apply_object,
-    change_report,
-    delete_object,
-    dry_run_apply,
-)
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import change_report
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.converge import Converge, key
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     parse_claim_templates,
@@ -125,14 +119,9 @@ IMMUTABLE_SPEC = ("ResourceClaimTemplate", "ResourceClaim")
 SELECTOR = ",".join(["%s=%s" % item for item in MANAGED_BY.items()] + [CLAIM_TEMPLATE_LABEL])
 
 
-def key(obj):
-    meta = obj["metadata"]
-    return obj["kind"], meta.get("namespace"), meta["name"]
-
-
 def title(obj):
-    kind, namespace, name = key(obj)
-    return "%s %s%s" % (kind, namespace + "/" if namespace else "", name)
+    meta = obj["metadata"]
+    return "%s %s%s" % (obj["kind"], meta["namespace"] + "/" if meta.get("namespace") else "", meta["name"])
 
 
 def observe(cluster, api_version):
@@ -147,46 +136,26 @@ def observe(cluster, api_version):
             obj.setdefault("apiVersion", api_version)
             obj.setdefault("kind", kind)
             ours[key(obj)] = obj
-    namespaces = set(n["metadata"]["name"] for n in cluster.list("v1", "Namespace"))
+    namespaces = dict((n["metadata"]["name"], n) for n in cluster.list("v1", "Namespace"))
     return ours, namespaces
 
 
-def plan_writes(cluster, objects, ours):
-    """Return [(obj, Change, replace)] for the objects that differ from the cluster (computed, nothing sent)."""
-    out = []
-    for obj in objects:
-        current = ours.get(key(obj))
-        change = apply_object(cluster, obj, True, current=current, current_known=True, field_manager=DRA_FIELD_MANAGER,
-                              validate=False)
-        if not change.changed:
-            continue
-        replace = current is not None and obj["kind"] in IMMUTABLE_SPEC and any(
-            f == "spec" or f.startswith("spec.") for f in change.fields)
-        if replace and obj["kind"] == "ResourceClaim":
-            raise DraError("claim template '%s': the shared ResourceClaim %s/%s would change (%s), but a claim's spec "
-                           "cannot change; delete it once no pod uses it, and run again"
-                           % (obj["metadata"]["labels"][CLAIM_TEMPLATE_LABEL], obj["metadata"]["namespace"],
-                              obj["metadata"]["name"], ", ".join(change.fields)))
-        out.append((obj, change, replace))
-    return out
+def replaced(obj, change):
+    """Whether an existing object is deleted and created again: its spec changes and the API server never lets it.
+    A shared ResourceClaim is refused instead (pods may hold it)."""
+    if obj["kind"] not in IMMUTABLE_SPEC or not any(f == "spec" or f.startswith("spec.") for f in change.fields):
+        return False
+    if obj["kind"] == "ResourceClaim":
+        raise DraError("claim template '%s': the shared ResourceClaim %s/%s would change (%s), but a claim's spec "
+                       "cannot change; delete it once no pod uses it, and run again"
+                       % (obj["metadata"]["labels"][CLAIM_TEMPLATE_LABEL], obj["metadata"]["namespace"],
+                          obj["metadata"]["name"], ", ".join(change.fields)))
+    return True
 
 
-def validate(cluster, writes, namespaces):
-    """Dry-run every object to write; objects in a namespace still to be created are skipped (their content is
-    generated whole, and the server would only say the namespace is missing)."""
-    for obj, dummy, replace in writes:
-        namespace = obj["metadata"].get("namespace")
-        if replace or (namespace and namespace not in namespaces):
-            continue
-        try:
-            dry_run_apply(cluster, obj, DRA_FIELD_MANAGER)
-        except ClusterError as e:
-            raise DraError("claim template '%s': the API server refused %s, so nothing was written: %s"
-                           % (obj["metadata"]["labels"][CLAIM_TEMPLATE_LABEL], title(obj), e))
-
-
-def namespace_object(name):
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_BY)}}
+def refused(obj, error):
+    return DraError("claim template '%s': the API server refused %s, so nothing was written: %s"
+                    % (obj["metadata"]["labels"][CLAIM_TEMPLATE_LABEL], title(obj), error))
 
 
 def run(module):
@@ -199,27 +168,12 @@ def run(module):
                            "kubegpu.platform.dra_platform (the dra role does) first" % GROUP)
         rendered = render_objects(templates, api_version)
         ours, namespaces = observe(cluster, api_version)
-        writes = plan_writes(cluster, rendered["objects"], ours)
-        validate(cluster, writes, namespaces)
+        # Claims first, their DeviceClass last.
+        pipeline = Converge(cluster, check, DRA_FIELD_MANAGER, live=ours, ours=ours if module.params["prune"] else {},
+                            namespaces=namespaces, prune_kinds=reversed(KINDS), replace=replaced, refused=refused)
+        changes = pipeline.run(rendered["objects"])
     except DraError as e:
         module.fail_json(msg=str(e), changed=False)
-    wanted_namespaces = sorted(set(ns for t in templates for ns in t.namespaces) - namespaces)
-    changes = [apply_object(cluster, namespace_object(ns), check, current=None, current_known=True,
-                            field_manager=DRA_FIELD_MANAGER) for ns in wanted_namespaces]
-    for obj, change, replace in writes:
-        if replace:
-            # In check mode a dry-run delete (validate() dry-ran the rest).
-            delete_object(cluster, ours[key(obj)], check)
-            change.fields = ["(replaced: spec is immutable)"] + change.fields
-        if not check:
-            apply_object(cluster, obj, False, current=None if replace else ours.get(key(obj)), current_known=True,
-                         field_manager=DRA_FIELD_MANAGER)
-        changes.append(change)
-    wanted = set(key(obj) for obj in rendered["objects"])
-    if module.params["prune"]:
-        # Claims first, their DeviceClass last.
-        stale = sorted((k for k in ours if k not in wanted), key=lambda k: (KINDS.index(k[0]) * -1, k[1] or "", k[2]))
-        changes.extend(delete_object(cluster, ours[k], check) for k in stale)
     report = match_templates(templates, cluster.list(api_version, "ResourceSlice"))
     warnings = list(rendered["warnings"])
     for template in templates:
@@ -235,7 +189,7 @@ def run(module):
     for warning in warnings:
         module.warn(warning)
     result = {"templates": report, "api_version": api_version, "warnings_list": warnings}
-    result.update(change_report([c for c in changes if isinstance(c, Change)]))
+    result.update(change_report(changes))
     return result
 
 

@@ -138,15 +138,13 @@ diff:
 from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
-    apply_object,
     change_report,
-    delete_object,
-    dry_run_apply,
     patch_labels,
     planned_change,
     update_object,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.converge import Converge, key
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import detect_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import CLUSTER_POLICY_API
@@ -174,7 +172,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     OPENSHIFT_MONITORING_CONFIGMAP,
     OPENSHIFT_MONITORING_NAMESPACE,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import object_key
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError, parse_pools
 
 SELECTOR = ",".join(["%s=%s" % item for item in MANAGED_BY.items()] + [MONITORING_LABEL])
@@ -183,11 +180,6 @@ MISSING = {
     "PrometheusRule": "install the Prometheus Operator (kube-prometheus-stack) or set kubegpu_monitoring.alerts.enabled: false",
     "ConsolePlugin": "this is no OpenShift console; set kubegpu_monitoring.openshift.console_plugin: false",
 }
-
-
-def key(obj):
-    meta = obj["metadata"]
-    return object_key(obj["kind"], meta["name"], meta.get("namespace"))
 
 
 def observe(cluster, platform, settings):
@@ -227,19 +219,31 @@ def write_console(cluster, obj, check):
                   field_manager=MONITORING_FIELD_MANAGER, check_mode=check)
 
 
-def validate(cluster, writes, namespaces):
-    """Dry-run every object that differs, before the first write: a refusal names the object and writes nothing."""
-    for obj in writes:
-        if cluster.resource(obj["apiVersion"], obj["kind"]) is None:
-            raise MonitoringError("%s: the API server does not serve %s %s: %s"
-                                  % (key(obj), obj["apiVersion"], obj["kind"], MISSING.get(obj["kind"], "install it")))
-        namespace = obj["metadata"].get("namespace")
-        if namespace and namespace not in namespaces:
+def refused(obj, error):
+    return MonitoringError("%s: %s" % (key(obj), error))
+
+
+def label_namespaces(module, cluster, check, plan, namespaces, created):
+    """The planned labels of the namespaces that exist (those the run creates carry them from the start); a
+    missing GPU Operator namespace is a refusal in a real run, a warning in a check run. Returns the Changes."""
+    changes = []
+    for ns, labels in sorted(plan["namespace_labels"].items()):
+        if ns in created:
             continue
-        try:
-            dry_run_apply(cluster, obj, MONITORING_FIELD_MANAGER)
-        except ClusterError as e:
-            raise MonitoringError("%s: %s" % (key(obj), e))
+        live = namespaces.get(ns)
+        if live is None:
+            # The GPU Operator's namespace, not there yet: in a check run of site the gpu_operator stage has not
+            # created it; in a real run that stage has not run.
+            if not check:
+                module.fail_json(msg="namespace %s does not exist: run the gpu_operator stage first, or set "
+                                     "kubegpu_gpu_operator.namespace to the GPU Operator's namespace" % ns,
+                                 changed=False)
+            plan["warnings"].append("namespace %s does not exist yet: it gets %s once the gpu_operator stage has "
+                                    "created it" % (ns, ", ".join("%s=%s" % kv for kv in labels.items())))
+            continue
+        have = (live.get("metadata") or {}).get("labels") or {}
+        changes.append(patch_labels(cluster, "v1", "Namespace", ns, labels, check, have))
+    return changes
 
 
 def run(module):
@@ -268,56 +272,33 @@ def run(module):
         current[key(plan["policy"])] = policy
     if seen["config"] is not None:
         current[key(seen["config"] if "kind" in seen["config"] else dict(seen["config"], kind="ConfigMap"))] = seen["config"]
-    planned = [(obj, apply_object(cluster, obj, True, current=current.get(key(obj)), current_known=True,
-                                  field_manager=MONITORING_FIELD_MANAGER, validate=False)) for obj in desired]
-    writes = [obj for obj, change in planned if change.changed]
     console, console_changed, console_warning = console_change(settings, platform, seen)
     if console_warning:
         plan["warnings"].append(console_warning)
-    try:
-        validate(cluster, writes, seen["namespaces"])
+    pipeline = Converge(cluster, check, MONITORING_FIELD_MANAGER, live=current,
+                        ours=seen["ours"] if p["prune"] else {}, namespaces=seen["namespaces"],
+                        namespace_labels=plan["namespace_labels"], refused=refused, missing=MISSING)
+
+    def validated():
         if console is not None:
             write_console(cluster, console, True)
-    except (MonitoringError, ClusterError) as e:
-        module.fail_json(msg=str(e), changed=False)
-    changes = []
-    missing = sorted(set(o["metadata"]["namespace"] for o in writes
-                         if o["metadata"].get("namespace") and o["metadata"]["namespace"] not in seen["namespaces"]))
-    for ns in missing:
-        # A namespace the run creates carries its planned labels (OpenShift's cluster-monitoring) from the start.
-        labels = dict(MANAGED_BY, **plan["namespace_labels"].get(ns, {}))
-        changes.append(apply_object(cluster, {"apiVersion": "v1", "kind": "Namespace",
-                                              "metadata": {"name": ns, "labels": labels}},
-                                    check, current=None, current_known=True, field_manager=MONITORING_FIELD_MANAGER))
-    for ns, labels in sorted(plan["namespace_labels"].items()):
-        live = seen["namespaces"].get(ns)
-        if ns in missing:
-            continue
-        if live is None:
-            # The GPU Operator's namespace, not there yet: in a check run of site the gpu_operator stage has not
-            # created it; in a real run that stage has not run.
-            if not check:
-                module.fail_json(msg="namespace %s does not exist: run the gpu_operator stage first, or set "
-                                     "kubegpu_gpu_operator.namespace to the GPU Operator's namespace" % ns, changed=False)
-            plan["warnings"].append("namespace %s does not exist yet: it gets %s once the gpu_operator stage has "
-                                    "created it" % (ns, ", ".join("%s=%s" % kv for kv in labels.items())))
-            continue
-        have = (live.get("metadata") or {}).get("labels") or {}
-        changes.append(patch_labels(cluster, "v1", "Namespace", ns, labels, check, have))
-    for obj, change in planned:
-        if change.changed and not check:
-            apply_object(cluster, obj, False, current=current.get(key(obj)), current_known=True,
-                         field_manager=MONITORING_FIELD_MANAGER)
-        changes.append(change)
-    if console is not None:
+
+    def namespaces_ready():
+        return label_namespaces(module, cluster, check, plan, seen["namespaces"], pipeline.created)
+
+    def applied():
         # After the ConsolePlugin is applied and before it is pruned: the console never lists a plugin it has no
         # ConsolePlugin for.
+        if console is None:
+            return []
         if not check:
             write_console(cluster, console, False)
-        changes.append(console_changed)
-    if p["prune"]:
-        keep = set(key(obj) for obj in wanted)
-        changes.extend(delete_object(cluster, obj, check) for k, obj in sorted(seen["ours"].items()) if k not in keep)
+        return [console_changed]
+
+    try:
+        changes = pipeline.run(desired, validated=validated, namespaces_ready=namespaces_ready, applied=applied)
+    except (MonitoringError, ClusterError) as e:
+        module.fail_json(msg=str(e), changed=False)
     for warning in plan["warnings"]:
         module.warn(warning)
     rule = [o for o in plan["objects"] if o["kind"] == "PrometheusRule"]

@@ -138,6 +138,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client im
     NotFoundError,
     describe_api_error,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.converge import key
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, gone
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.objects import (
@@ -145,7 +146,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitori
     set_console_plugins,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import MONITORING_FIELD_MANAGER
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import object_key
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.uninstall.plan import (
     CHARTS,
     ORDER,
@@ -156,11 +156,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.uninstal
 )
 
 HELM_SECRET_SELECTOR = "owner=helm"
-
-
-def _key(obj):
-    meta = obj["metadata"]
-    return object_key(obj["kind"], meta["name"], meta.get("namespace"))
 
 
 def observe(cluster, stage):
@@ -234,14 +229,14 @@ def release_fields(cluster, obj, manager, check):
     resource = cluster.resource(obj["apiVersion"], obj["kind"])
     kwargs = {"dry_run": "All"} if check else {}
     try:
-        cluster.write("give back the fields of %s on %s" % (manager, _key(obj)),
+        cluster.write("give back the fields of %s on %s" % (manager, key(obj)),
                       lambda: cluster.dynamic.server_side_apply(resource, body=body, name=meta["name"],
                                                                 namespace=meta.get("namespace"),
                                                                 field_manager=manager, force_conflicts=True, **kwargs))
     except NotFoundError:
         pass
     except DynamicApiError as e:
-        raise ClusterError(describe_api_error("give back fields of %s" % _key(obj), e))
+        raise ClusterError(describe_api_error("give back fields of %s" % key(obj), e))
     return change
 
 
@@ -251,7 +246,7 @@ def _reader(objects):
         out = {}
         for obj in objects:
             meta = obj["metadata"]
-            out[_key(obj)] = cluster.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+            out[key(obj)] = cluster.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
         return out
     return read
 
@@ -306,7 +301,7 @@ def run(module):
                 waited.append(namespace)
         if check or not waited:
             continue
-        target = Target.custom("%s: %s" % (stage, step["title"]), _reader(waited), names=[_key(o) for o in waited])
+        target = Target.custom("%s: %s" % (stage, step["title"]), _reader(waited), names=[key(o) for o in waited])
         outcome = module.wait_for(target, gone(), result, interval=1.0)
         if not outcome.ready:
             break   # the round is over: the task's until calls again, which reads and plans afresh

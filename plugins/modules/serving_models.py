@@ -128,14 +128,8 @@ progress:
   type: dict
 """
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
-    apply_object,
-    change_report,
-    delete_object,
-    dry_run_apply,
-    planned_change,
-)
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import change_report
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.converge import Converge, key
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.serving import (
     FIELD_MANAGER,
@@ -154,10 +148,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.
 KINDS = ((API_VERSION, "InferenceService", MODEL_LABEL), (RUNTIME_API_VERSION, "ServingRuntime", RUNTIME_LABEL))
 
 
-def key(obj):
-    return obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"]
-
-
 def title(obj):
     return "%s %s/%s" % (obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
 
@@ -174,27 +164,13 @@ def observe(cluster):
             obj.setdefault("apiVersion", api_version)
             obj.setdefault("kind", kind)
             ours[key(obj)] = obj
-    namespaces = set(n["metadata"]["name"] for n in cluster.list("v1", "Namespace"))
+    namespaces = dict((n["metadata"]["name"], n) for n in cluster.list("v1", "Namespace"))
     return ours, namespaces
 
 
-def namespace_object(name):
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_BY)}}
-
-
-def plan_writes(cluster, objects, ours, namespaces):
-    """[(obj, Change)] of the objects that differ; each is dry-run by the API server first (nothing stored), so a
-    refusal of the schema or of an admission webhook comes before the first write."""
-    writes = [(obj, planned_change(obj, ours.get(key(obj)))) for obj in objects]
-    writes = [(obj, change) for obj, change in writes if change.changed]
-    for obj, dummy in writes:
-        if obj["metadata"]["namespace"] not in namespaces:
-            continue  # generated whole; the server would only say the namespace is missing
-        try:
-            dry_run_apply(cluster, obj, FIELD_MANAGER)
-        except ClusterError as e:
-            raise ServingError("%s: the API server refused it, so nothing was written: %s" % (title(obj), e))
-    return writes
+def refused(obj, error):
+    """A dry run refused (the schema, an admission webhook): before the first write."""
+    return ServingError("%s: the API server refused it, so nothing was written: %s" % (title(obj), error))
 
 
 def wait_models(module, isvcs, result):
@@ -223,22 +199,12 @@ def run(module):
         settings, facts, platform, planned = plan_serving(cluster, module.params["settings"], module.params["pools"],
                                                           module.params["claim_templates"], module.params["tenancy"])
         ours, namespaces = observe(cluster)
-        writes = plan_writes(cluster, planned["objects"], ours, namespaces)
+        # Runtimes before the InferenceServices that name them (plan order); stale InferenceServices before runtimes.
+        pipeline = Converge(cluster, check, FIELD_MANAGER, live=ours, ours=ours if module.params["prune"] else {},
+                            namespaces=namespaces, prune_kinds=("InferenceService",), refused=refused)
+        changes = pipeline.run(planned["objects"])
     except PLANNING_ERRORS as e:
         module.fail_json(msg=str(e), requirements=list(getattr(e, "requirements", None) or []), changed=False)
-    wanted_ns = sorted(set(o["metadata"]["namespace"] for o in planned["objects"]) - namespaces)
-    changes = [apply_object(cluster, namespace_object(ns), check, current=None, current_known=True,
-                            field_manager=FIELD_MANAGER) for ns in wanted_ns]
-    # Runtimes before the InferenceServices that name them (plan order); stale InferenceServices before runtimes.
-    for obj, change in writes:
-        if not check:
-            apply_object(cluster, obj, False, current=ours.get(key(obj)), current_known=True,
-                         field_manager=FIELD_MANAGER)
-        changes.append(change)
-    if module.params["prune"]:
-        wanted = set(key(o) for o in planned["objects"])
-        stale = sorted((k for k in ours if k not in wanted), key=lambda k: (k[0] != "InferenceService", k))
-        changes.extend(delete_object(cluster, ours[k], check) for k in stale)
     reports = planned["models"]
     wait = settings.wait if module.params["wait"] is None else module.params["wait"]
     result = {"models": reports, "platform": platform, "warnings_list": list(planned["warnings"]),

@@ -168,10 +168,9 @@ from ansible.module_utils.basic import missing_required_lib
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import (
     apply_object,
     change_report,
-    delete_object,
-    dry_run_apply,
     planned_change,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.converge import Converge, key
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import detect_platform
@@ -219,15 +218,9 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.tenancy.
     TenancyError,
     parse_settings,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.uninstall.ownership import mark_created_namespace
 
 SELECTOR = "%s=%s,%s=%s" % (MANAGED_BY_LABEL, LABELS[MANAGED_BY_LABEL], PART_OF_LABEL, PART_OF)
 ERRORS = (TenancyError, PoolError, SizingError, DraError)
-
-
-def key(obj):
-    meta = obj["metadata"]
-    return obj["kind"], meta.get("namespace"), meta["name"]
 
 
 def observe(cluster, kueue_served):
@@ -306,8 +299,8 @@ def run(module):
             served = True
         changes += write(cluster, objects, served, check)
     ours, dummy = observe(cluster, served)
-    queues = [o for k, o in ours.items() if k[0] == "ClusterQueue"]
-    quotas = [o for k, o in ours.items() if k[0] == "ResourceQuota"]
+    queues = [o for o in ours.values() if o["kind"] == "ClusterQueue"]
+    quotas = [o for o in ours.values() if o["kind"] == "ResourceQuota"]
     result["usage"] = usage_rows(settings, plan, queues, quotas)
     result["report"] = report_lines(result["usage"])
     result.update(change_report(changes))
@@ -317,37 +310,12 @@ def run(module):
 
 
 def write(cluster, objects, served, check):
-    """Validate every write (dry run) before the first, then apply and prune; returns the Changes."""
+    """Validate every write (dry run) before the first, then apply and prune; returns the Changes. The teams'
+    Namespaces are objects of the plan (marked as the collection's when this run creates them); while Kueue is
+    still to be installed (check mode), its objects are shown as new and not dry-run."""
     ours, namespaces = observe(cluster, served)
-    writes = []
-    for obj in objects:
-        current = ours.get(key(obj)) if obj["kind"] != "Namespace" else namespaces.get(obj["metadata"]["name"])
-        if obj["kind"] == "Namespace":
-            # Marked managed-by when this run creates it, so that the uninstall knows the namespace is ours.
-            obj = mark_created_namespace(obj, current)
-        change = apply_object(cluster, obj, True, current=current, current_known=True,
-                              field_manager=TENANCY_FIELD_MANAGER, validate=False)
-        if change.changed:
-            writes.append((obj, change))
-    for obj, dummy in writes:
-        namespace = obj["metadata"].get("namespace")
-        kueue = obj["apiVersion"].startswith(KUEUE_GROUP)
-        # An object in a namespace still to be created, or a Kueue object while Kueue is still to be installed
-        # (check mode), cannot be dry-run: the server only says the namespace or the kind is missing.
-        if (namespace and namespace not in namespaces) or (kueue and not served):
-            continue
-        dry_run_apply(cluster, obj, TENANCY_FIELD_MANAGER)
-    changes = [change for dummy, change in writes]
-    if not check:
-        for obj, dummy in writes:
-            apply_object(cluster, obj, False, current=None, current_known=True, field_manager=TENANCY_FIELD_MANAGER,
-                         validate=False)
-    wanted = set(key(obj) for obj in objects)
-    for dummy, kind in KINDS:
-        for obj_key, obj in sorted(ours.items(), key=lambda item: str(item[0])):
-            if obj_key[0] == kind and obj_key not in wanted:
-                changes.append(delete_object(cluster, obj, check))
-    return changes
+    return Converge(cluster, check, TENANCY_FIELD_MANAGER, ours=ours, namespaces=namespaces,
+                    prune_kinds=[kind for dummy, kind in KINDS], later=() if served else (KUEUE_GROUP,)).run(objects)
 
 
 def main():
