@@ -165,7 +165,8 @@ diff:
   description:
     - C(before) and C(after), each a mapping of object key (C(ClusterPolicy/gpu-cluster-policy),
       C(NVIDIADriver/l40s)) to the fields that differ, nested as in the object.
-  returned: always
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
   type: dict
   sample:
     before: {"ClusterPolicy/gpu-cluster-policy": {spec: {cdi: {enabled: false}}}}
@@ -246,8 +247,7 @@ class Reconcile(object):
         self.cluster = module.cluster
         self.live = None
         self.result = {"changed": False, "name": None, "platform": None, "base": None, "spec": {}, "state": None,
-                       "conditions": [], "changes": [], "diff": {"before": {}, "after": {}}, "drivers": [],
-                       "ready": True}
+                       "conditions": [], "changes": [], "drivers": [], "ready": True}
 
     def fail(self, msg):
         self.module.fail_json(msg=msg, **self.result)

@@ -93,7 +93,8 @@ diff:
   description:
     - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
       differ; an object changed twice in a run shows its first before and its last after.
-  returned: always
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
   type: dict
 """
 

@@ -130,8 +130,11 @@ changes:
   type: list
   elements: dict
 diff:
-  description: C(before) and C(after), each a mapping of object key to the fields that differ.
-  returned: always
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
   type: dict
 """
 

@@ -117,8 +117,11 @@ changes:
   type: list
   elements: dict
 diff:
-  description: C(before) and C(after), each a mapping of object key to what changes.
-  returned: always
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
   type: dict
 """
 
@@ -311,8 +314,6 @@ def run(module):
         if not outcome.ready:
             break   # the round is over: the task's until calls again, which reads and plans afresh
     result.update(change_report(changes))
-    if not module._diff:
-        result.pop("diff", None)
     return result
 
 

@@ -206,7 +206,8 @@ diff:
   description:
     - C(before) and C(after), each a mapping of object key (for example
       C(Subscription/nvidia-gpu-operator/gpu-operator-certified)) to the fields that differ.
-  returned: always
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
   type: dict
 ready:
   description:

@@ -118,6 +118,13 @@ changes:
   returned: always
   type: list
   elements: dict
+diff:
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
+  type: dict
 ready:
   description: Whether the wait is over. V(false) only when O(wait_round) ran out first; the task's C(until) calls again.
   returned: always
@@ -251,8 +258,6 @@ def run(module):
         states = wait_models(module, [o for o in planned["objects"] if o["kind"] == "InferenceService"], result)
         for name, state in states.items():
             reports[name]["state"] = state
-    if not module._diff:
-        result.pop("diff", None)
     return result
 
 

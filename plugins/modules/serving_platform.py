@@ -136,6 +136,13 @@ changes:
   returned: always
   type: list
   elements: dict
+diff:
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
+  type: dict
 ready:
   description: Whether the wait is over. V(false) only when O(wait_round) ran out first; the task's C(until) calls again.
   returned: always
@@ -180,8 +187,6 @@ def run(module):
               "charts": chart_releases(platform, settings, facts), "objects": objects, "models": models["models"],
               "facts": facts, "warnings_list": warnings, "ready": True}
     result.update(change_report(changes))
-    if not module._diff:
-        result.pop("diff", None)
     dscs = [o for o in objects if o["kind"] == "DataScienceCluster"]
     if module.params["enable"] and module.params["wait"] and not check and dscs:
         dsc = dscs[0]

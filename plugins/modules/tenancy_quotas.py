@@ -153,6 +153,13 @@ changes:
   returned: always
   type: list
   elements: dict
+diff:
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
+  type: dict
 ready:
   description: V(false) only when O(wait_round) ran out while waiting for the Kueue API; the task's C(until) calls again.
   returned: always
@@ -311,8 +318,6 @@ def run(module):
     result["usage"] = usage_rows(settings, plan, queues, quotas)
     result["report"] = report_lines(result["usage"])
     result.update(change_report(changes))
-    if not module._diff:
-        result.pop("diff", None)
     return result
 
 
