@@ -40,9 +40,6 @@ options:
     type: str
   platform:
     description: Where the base comes from. V(auto) is V(openshift) when the ClusterVersion C(version) exists.
-    type: str
-    choices: [auto, openshift, kubernetes]
-    default: auto
   csv_namespace:
     description: Namespace of the C(gpu-operator-certified) CSV whose alm-examples give the base on OpenShift.
     type: str
@@ -75,15 +72,14 @@ options:
     default: []
   wait:
     description: Wait for the ClusterPolicy's C(status.state) to be C(ready).
-    type: bool
-    default: true
   timeout:
     description: Seconds to wait for C(ready) in all (from O(wait_started) when set).
-    type: int
     default: 1200
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
+  - kubegpu.platform.wait.optional
+  - kubegpu.platform.inputs.platform
 attributes:
   check_mode:
     support: full
@@ -194,9 +190,10 @@ progress:
 import time
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import apply_object, change_report
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import PLATFORM_ARG_SPEC
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import AUTO, detect_platform
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import detect_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, state_ready
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import (
     CLUSTER_POLICY_API,
@@ -327,16 +324,15 @@ def main():
     module = KubegpuModule(
         argument_spec={
             "name": {"type": "str"},
-            "platform": {"type": "str", "choices": [AUTO, OPENSHIFT, KUBERNETES], "default": AUTO},
             "csv_namespace": {"type": "str", "default": GPU_OPERATOR_NAMESPACE_OPENSHIFT},
             "settings": {"type": "dict", "default": {}},
             "keep_live_fields": {"type": "list", "elements": "str", "default": list(KEEP_LIVE_DEFAULT)},
             "nvidia_drivers": {"type": "list", "elements": "dict", "default": []},
-            "wait": {"type": "bool", "default": True},
-            "timeout": {"type": "int", "default": 1200},
         },
+        shared=(PLATFORM_ARG_SPEC,),
         supports_check_mode=True,
         waits=True,
+        timeout=1200,
     )
     module.run(run)
 

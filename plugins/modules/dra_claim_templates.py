@@ -34,15 +34,13 @@ options:
         C(time-slicing) with C(interval), or C(mps) with C(mps.default_active_thread_percentage) and
         C(mps.default_pinned_device_memory_limit)), C(claim) (C(template) or C(shared)) and C(cel) (one more
         condition, a CEL expression over C(device)). See docs/dra.md.
-    type: list
-    elements: dict
-    default: []
   prune:
     description: Delete the DeviceClasses, ResourceClaimTemplates and ResourceClaims of templates no longer listed.
     type: bool
     default: true
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.inputs.claim_templates
 attributes:
   check_mode:
     support: full
@@ -105,6 +103,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     delete_object,
     dry_run_apply,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import CLAIM_TEMPLATES_ARG_SPEC
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
@@ -243,9 +242,9 @@ def run(module):
 def main():
     module = KubegpuModule(
         argument_spec={
-            "claim_templates": {"type": "list", "elements": "dict", "default": []},
             "prune": {"type": "bool", "default": True},
         },
+        shared=(CLAIM_TEMPLATES_ARG_SPEC,),
         supports_check_mode=True,
     )
     module.run(run)

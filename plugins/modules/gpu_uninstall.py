@@ -50,7 +50,6 @@ options:
     default: helm
   timeout:
     description: Seconds to wait for one stage's objects to be gone (the whole wait, across rounds).
-    type: int
     default: 600
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
@@ -322,9 +321,9 @@ def main():
         argument_spec={
             "stage": {"type": "str", "required": True, "choices": list(ORDER)},
             "helm_binary": {"type": "str", "default": "helm"},
-            "timeout": {"type": "int", "default": 600},
         },
-        waits=True,
+        waits="always",  # no `wait` to leave out: a step removes what the one before it needed gone
+        timeout=600,
         supports_check_mode=True,
     )
     module.run(run)

@@ -36,14 +36,8 @@ options:
     default: {}
   pools:
     description: The node pools C(kubegpu_node_pools).
-    type: list
-    elements: dict
-    default: []
   claim_templates:
     description: The claim templates C(kubegpu_dra.claim_templates).
-    type: list
-    elements: dict
-    default: []
   tenancy:
     description: The tenancy settings C(kubegpu_tenancy); a model in a namespace of a team that uses Kueue is queued in
       the team's LocalQueue (labels C(kueue.x-k8s.io/queue-name) and C(kueue.x-k8s.io/priority-class)).
@@ -54,14 +48,18 @@ options:
     type: bool
     default: true
   wait:
-    description: Wait until every InferenceService is Ready. Default C(kubegpu_serving.wait).
-    type: bool
+    description:
+      - Wait until every InferenceService is Ready.
+      - C(kubegpu_serving.wait) is the C(serving) role's, which passes it here; O(settings) does not change this
+        option's default.
   timeout:
     description: Seconds to wait for the models in all. Default C(kubegpu_serving.timeout).
-    type: int
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
+  - kubegpu.platform.wait.optional
+  - kubegpu.platform.inputs.pools
+  - kubegpu.platform.inputs.claim_templates
 attributes:
   check_mode:
     support: full
@@ -141,6 +139,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     delete_object,
     dry_run_apply,
     planned_change,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import (
+    CLAIM_TEMPLATES_ARG_SPEC,
+    POOLS_ARG_SPEC,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
@@ -247,7 +249,7 @@ def run(module):
         stale = sorted((k for k in ours if k not in wanted), key=lambda k: (k[0] != "InferenceService", k))
         changes.extend(delete_object(cluster, ours[k], check) for k in stale)
     reports = planned["models"]
-    wait = settings.wait if module.params["wait"] is None else module.params["wait"]
+    wait = module.params["wait"]
     result = {"models": reports, "platform": platform, "warnings_list": list(planned["warnings"]),
               "timeout": settings.timeout if module.params["timeout"] is None else module.params["timeout"],
               "ready": True}
@@ -265,13 +267,10 @@ def main():
     module = KubegpuModule(
         argument_spec={
             "settings": {"type": "dict", "default": {}},
-            "pools": {"type": "list", "elements": "dict", "default": []},
-            "claim_templates": {"type": "list", "elements": "dict", "default": []},
             "tenancy": {"type": "dict", "default": {}},
             "prune": {"type": "bool", "default": True},
-            "wait": {"type": "bool"},
-            "timeout": {"type": "int"},
         },
+        shared=(POOLS_ARG_SPEC, CLAIM_TEMPLATES_ARG_SPEC),
         supports_check_mode=True,
         waits=True,
     )

@@ -39,34 +39,30 @@ options:
     default: {}
   pools:
     description: The node pools C(kubegpu_node_pools) the quotas share.
-    type: list
-    elements: dict
-    default: []
   claim_templates:
     description:
       - The DRA claim templates (C(kubegpu_dra.claim_templates)). Their DeviceClasses (C(kubegpu-<name>)) and the
         NVIDIA driver's C(gpu.nvidia.com) are mapped onto the DRA pools' quota resource C(gpu.nvidia.com) in
         Kueue's configuration (C(resources.deviceClassMappings)) when the stage installs Kueue; when Kueue was
         already there and its configuration lacks them, a warning says what to add.
-    type: list
-    elements: dict
-    default: []
   platform:
     description: V(auto) detects OpenShift or Kubernetes.
-    type: str
-    choices: [auto, openshift, kubernetes]
-    default: auto
   apply:
-    description: Write the objects (with Kueue, once its API is served; waits for it up to O(timeout)).
+    description:
+      - Write the objects (with Kueue, once its API is served; waits for it up to O(timeout)).
+      - V(false) plans only - reads, plans and refuses, writes nothing - as the C(tenancy) role's first call does
+        before Kueue is installed.
     type: bool
     default: false
   timeout:
     description: Seconds to wait for the Kueue API to be served.
-    type: int
     default: 900
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
+  - kubegpu.platform.inputs.pools
+  - kubegpu.platform.inputs.claim_templates
+  - kubegpu.platform.inputs.platform
 attributes:
   check_mode:
     support: full
@@ -178,6 +174,12 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     delete_object,
     dry_run_apply,
     planned_change,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import (
+    APPLY_ARG_SPEC,
+    CLAIM_TEMPLATES_ARG_SPEC,
+    PLATFORM_ARG_SPEC,
+    POOLS_ARG_SPEC,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
@@ -359,14 +361,12 @@ def main():
     module = KubegpuModule(
         argument_spec={
             "settings": {"type": "dict", "default": {}},
-            "pools": {"type": "list", "elements": "dict", "default": []},
-            "claim_templates": {"type": "list", "elements": "dict", "default": []},
-            "platform": {"type": "str", "choices": ["auto", "openshift", "kubernetes"], "default": "auto"},
-            "apply": {"type": "bool", "default": False},
-            "timeout": {"type": "int", "default": 900},
         },
+        shared=(POOLS_ARG_SPEC, CLAIM_TEMPLATES_ARG_SPEC, PLATFORM_ARG_SPEC, APPLY_ARG_SPEC),
         supports_check_mode=True,
-        waits=True,
+        # Kueue's objects cannot be written before its API is served: no `wait` to leave the wait out.
+        waits="always",
+        timeout=900,
     )
     module.run(run)
 

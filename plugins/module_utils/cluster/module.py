@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import hashlib
 import json
 import os
@@ -16,6 +17,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import ROUNDS_ARG_SPEC, WAIT_ARG_SPEC
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import (
     CLIENT_IMPORT_ERROR,
     HAS_CLIENT,
@@ -34,11 +36,6 @@ try:
 except ImportError:  # kubernetes.core missing: reported below with install advice
     AUTH_ARG_SPEC = {}
 
-
-WAIT_ARG_SPEC = {
-    "wait_round": {"type": "int", "default": 0},
-    "wait_started": {"type": "float"},
-}
 
 
 class Rounds(object):
@@ -103,16 +100,28 @@ class Rounds(object):
 class KubegpuModule(AnsibleModule):
     """AnsibleModule with the cluster auth options merged in and `cluster` connected on first use.
 
-    waits=True adds the waiting options (doc fragment kubegpu.platform.wait: wait_round, wait_started) and
-    `wait_for`, which runs every wait of the module through the one waiter with the module's timeout and round.
+    shared: the option sets of cluster/args.py the module takes (POOLS_ARG_SPEC, PLATFORM_ARG_SPEC, ...).
+    waits=True adds the waiting options (cluster/args.py, doc fragments kubegpu.platform.wait and
+    kubegpu.platform.wait.optional: wait, timeout, wait_round, wait_started); waits="always" all but `wait`, for a
+    module that cannot leave its wait out. `timeout` is then the module's default for the option (seconds).
+    `wait_for` runs every wait of the module through the one waiter with the module's timeout and round.
+    The module's own argument_spec comes last: it adds its options, and may restate a shared one, not change it
+    (tests/unit/plugins/modules/test_option_vocabulary.py compares them).
     """
 
-    def __init__(self, argument_spec=None, needs_cluster=True, waits=False, **kwargs):
-        spec = dict(argument_spec or {})
+    def __init__(self, argument_spec=None, needs_cluster=True, waits=False, timeout=None, shared=(), **kwargs):
+        spec = {}
+        for options in shared:
+            spec.update(copy.deepcopy(options))
         if needs_cluster:
             spec.update(AUTH_ARG_SPEC)
         if waits:
-            spec.update(WAIT_ARG_SPEC)
+            spec.update(copy.deepcopy(ROUNDS_ARG_SPEC))
+            if timeout is not None:
+                spec["timeout"]["default"] = timeout
+            if waits != "always":
+                spec.update(copy.deepcopy(WAIT_ARG_SPEC))
+        spec.update(argument_spec or {})
         self._call_start = time.time()
         self._rounds = None
         super(KubegpuModule, self).__init__(argument_spec=spec, **kwargs)
