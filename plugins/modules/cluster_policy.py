@@ -216,7 +216,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_oper
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     GPU_OPERATOR_NAMESPACE_OPENSHIFT,
     KUBERNETES,
-    OPENSHIFT,
 )
 
 POLL_SECONDS = 2.0

@@ -37,7 +37,6 @@ except ImportError:  # kubernetes.core missing: reported below with install advi
     AUTH_ARG_SPEC = {}
 
 
-
 class Rounds(object):
     """What the earlier rounds of one wait (a task's `until` loop) saw and wrote, kept in a private file.
 

@@ -19,7 +19,6 @@ import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.common.text.converters import to_bytes
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster import module as module_base
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 
 MODULES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "modules")
@@ -197,4 +196,3 @@ def test_return_docs_say_diff_comes_only_in_diff_mode(name):
     if "diff" in doc:
         assert doc["diff"]["returned"] == RETURNED, name
         assert doc["diff"]["type"] == "dict"
-
