@@ -7,10 +7,19 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    """The options every waiting module shares (plugins/module_utils/cluster/wait.py)."""
+    """The options every waiting module shares (argument specs in plugins/module_utils/cluster/args.py).
+
+    DOCUMENTATION: every waiting module. OPTIONAL (kubegpu.platform.wait.optional): the modules whose wait can be
+    left out. A module documents its own default for O(timeout) and may say what it waits for.
+    """
 
     DOCUMENTATION = r"""
 options:
+  timeout:
+    description:
+      - Seconds the whole wait may take, counted from O(wait_started) when set; the module's description of this
+        option says what it waits for.
+    type: int
   wait_round:
     description:
       - Seconds this call waits at most. When the wait is not over by then, the module returns RV(ready=false) with
@@ -27,4 +36,15 @@ options:
         with C(set_fact) before the task). O(timeout) counts from it across the rounds, and a timeout's error says how
         long the wait ran. Unset, the wait starts with this call.
     type: float
+"""
+
+    OPTIONAL = r"""
+options:
+  wait:
+    description:
+      - Wait until what the module wrote is ready, up to O(timeout); the module's description of this option says
+        what it waits for.
+      - V(false) returns once the writes are sent.
+    type: bool
+    default: true
 """

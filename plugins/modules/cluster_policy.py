@@ -40,9 +40,6 @@ options:
     type: str
   platform:
     description: Where the base comes from. V(auto) is V(openshift) when the ClusterVersion C(version) exists.
-    type: str
-    choices: [auto, openshift, kubernetes]
-    default: auto
   csv_namespace:
     description: Namespace of the C(gpu-operator-certified) CSV whose alm-examples give the base on OpenShift.
     type: str
@@ -75,15 +72,14 @@ options:
     default: []
   wait:
     description: Wait for the ClusterPolicy's C(status.state) to be C(ready).
-    type: bool
-    default: true
   timeout:
     description: Seconds to wait for C(ready) in all (from O(wait_started) when set).
-    type: int
     default: 1200
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
+  - kubegpu.platform.wait.optional
+  - kubegpu.platform.inputs.platform
 attributes:
   check_mode:
     support: full
@@ -165,7 +161,8 @@ diff:
   description:
     - C(before) and C(after), each a mapping of object key (C(ClusterPolicy/gpu-cluster-policy),
       C(NVIDIADriver/l40s)) to the fields that differ, nested as in the object.
-  returned: always
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
   type: dict
   sample:
     before: {"ClusterPolicy/gpu-cluster-policy": {spec: {cdi: {enabled: false}}}}
@@ -193,10 +190,11 @@ progress:
 import time
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import change_report
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import PLATFORM_ARG_SPEC
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.converge import Converge, key
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import AUTO, detect_platform
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.platform import detect_platform
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, state_ready
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import (
     CLUSTER_POLICY_API,
@@ -219,7 +217,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_oper
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     GPU_OPERATOR_NAMESPACE_OPENSHIFT,
     KUBERNETES,
-    OPENSHIFT,
 )
 
 POLL_SECONDS = 2.0
@@ -247,8 +244,7 @@ class Reconcile(object):
         self.cluster = module.cluster
         self.live = None
         self.result = {"changed": False, "name": None, "platform": None, "base": None, "spec": {}, "state": None,
-                       "conditions": [], "changes": [], "diff": {"before": {}, "after": {}}, "drivers": [],
-                       "ready": True}
+                       "conditions": [], "changes": [], "drivers": [], "ready": True}
 
     def fail(self, msg):
         self.module.fail_json(msg=msg, **self.result)
@@ -327,16 +323,15 @@ def main():
     module = KubegpuModule(
         argument_spec={
             "name": {"type": "str"},
-            "platform": {"type": "str", "choices": [AUTO, OPENSHIFT, KUBERNETES], "default": AUTO},
             "csv_namespace": {"type": "str", "default": GPU_OPERATOR_NAMESPACE_OPENSHIFT},
             "settings": {"type": "dict", "default": {}},
             "keep_live_fields": {"type": "list", "elements": "str", "default": list(KEEP_LIVE_DEFAULT)},
             "nvidia_drivers": {"type": "list", "elements": "dict", "default": []},
-            "wait": {"type": "bool", "default": True},
-            "timeout": {"type": "int", "default": 1200},
         },
+        shared=(PLATFORM_ARG_SPEC,),
         supports_check_mode=True,
         waits=True,
+        timeout=1200,
     )
     module.run(run)
 

@@ -34,15 +34,13 @@ options:
         C(time-slicing) with C(interval), or C(mps) with C(mps.default_active_thread_percentage) and
         C(mps.default_pinned_device_memory_limit)), C(claim) (C(template) or C(shared)) and C(cel) (one more
         condition, a CEL expression over C(device)). See docs/dra.md.
-    type: list
-    elements: dict
-    default: []
   prune:
     description: Delete the DeviceClasses, ResourceClaimTemplates and ResourceClaims of templates no longer listed.
     type: bool
     default: true
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.inputs.claim_templates
 attributes:
   check_mode:
     support: full
@@ -93,11 +91,13 @@ diff:
   description:
     - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
       differ; an object changed twice in a run shows its first before and its last after.
-  returned: always
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
   type: dict
 """
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import change_report
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import CLAIM_TEMPLATES_ARG_SPEC
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.converge import Converge, key
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
@@ -196,9 +196,9 @@ def run(module):
 def main():
     module = KubegpuModule(
         argument_spec={
-            "claim_templates": {"type": "list", "elements": "dict", "default": []},
             "prune": {"type": "bool", "default": True},
         },
+        shared=(CLAIM_TEMPLATES_ARG_SPEC,),
         supports_check_mode=True,
     )
     module.run(run)

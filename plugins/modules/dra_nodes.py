@@ -31,9 +31,6 @@ author:
 options:
   pools:
     description: The node pools (C(kubegpu_node_pools), see the gpu_node_pools module).
-    type: list
-    elements: dict
-    default: []
   driver_owner:
     description:
       - Who installs the NVIDIA driver (the C(dra_platform) module's C(driver.owner)). V(gpu-operator) - the
@@ -43,15 +40,14 @@ options:
     choices: [gpu-operator, host]
   wait:
     description: Wait until each DRA node publishes a ResourceSlice (needs the DRA driver installed).
-    type: bool
-    default: true
   timeout:
     description: Seconds to wait for the ResourceSlices.
-    type: int
     default: 600
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
+  - kubegpu.platform.wait.optional
+  - kubegpu.platform.inputs.pools
 attributes:
   check_mode:
     support: full
@@ -117,7 +113,8 @@ diff:
   description:
     - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
       differ; an object changed twice in a run shows its first before and its last after.
-  returned: always
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
   type: dict
 """
 
@@ -127,6 +124,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     patch_labels,
     update_object,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import POOLS_ARG_SPEC
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import devices
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import Target, resource_slices
@@ -212,13 +210,12 @@ def run(module):
 def main():
     module = KubegpuModule(
         argument_spec={
-            "pools": {"type": "list", "elements": "dict", "default": []},
             "driver_owner": {"type": "str", "choices": [GPU_OPERATOR, HOST]},
-            "wait": {"type": "bool", "default": True},
-            "timeout": {"type": "int", "default": 600},
         },
+        shared=(POOLS_ARG_SPEC,),
         supports_check_mode=True,
         waits=True,
+        timeout=600,
     )
     module.run(run)
 

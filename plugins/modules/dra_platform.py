@@ -36,14 +36,8 @@ options:
     description:
       - The node pools (C(kubegpu_node_pools), see the gpu_node_pools module). Only pools with C(sharing.strategy dra)
         are the DRA stage's; the others are read to refuse a node in both kinds.
-    type: list
-    elements: dict
-    default: []
   claim_templates:
     description: The claim templates (C(kubegpu_dra.claim_templates), see the dra_claim_templates module).
-    type: list
-    elements: dict
-    default: []
   driver:
     description:
       - The NVIDIA DRA driver settings C(kubegpu_dra.driver) with C(chart_version) (default C(0.4.1)),
@@ -72,15 +66,15 @@ options:
     default: true
   wait:
     description: After enabling the Technology Preview, wait until the API servers serve C(resource.k8s.io).
-    type: bool
-    default: true
   timeout:
     description: Seconds to wait for C(resource.k8s.io) to be served.
-    type: int
     default: 1800
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
+  - kubegpu.platform.wait.optional
+  - kubegpu.platform.inputs.pools
+  - kubegpu.platform.inputs.claim_templates
 attributes:
   check_mode:
     support: full
@@ -166,7 +160,8 @@ diff:
   description:
     - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
       differ; an object changed twice in a run shows its first before and its last after.
-  returned: always
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
   type: dict
 """
 
@@ -175,6 +170,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     change_report,
     delete_object,
     dry_run_apply,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import (
+    CLAIM_TEMPLATES_ARG_SPEC,
+    POOLS_ARG_SPEC,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.dra import platform_facts, served_target
@@ -289,17 +288,15 @@ def run(module):
 def main():
     module = KubegpuModule(
         argument_spec={
-            "pools": {"type": "list", "elements": "dict", "default": []},
-            "claim_templates": {"type": "list", "elements": "dict", "default": []},
             "driver": {"type": "dict", "default": {}},
             "installed_release": {"type": "dict"},
             "acknowledge_tech_preview_no_upgrade": {"type": "bool", "default": False},
             "openshift_scc": {"type": "bool", "default": True},
-            "wait": {"type": "bool", "default": True},
-            "timeout": {"type": "int", "default": 1800},
         },
+        shared=(POOLS_ARG_SPEC, CLAIM_TEMPLATES_ARG_SPEC),
         supports_check_mode=True,
         waits=True,
+        timeout=1800,
     )
     module.run(run)
 

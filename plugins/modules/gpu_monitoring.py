@@ -47,19 +47,14 @@ options:
     default: {}
   platform:
     description: V(auto) asks the cluster (OpenShift serves ClusterVersion C(version)).
-    type: str
-    choices: [auto, openshift, kubernetes]
-    default: auto
   operator_namespace:
-    description: The GPU Operator's namespace; empty - C(nvidia-gpu-operator) (OpenShift), C(gpu-operator) (Kubernetes).
-    type: str
-    default: ""
+    description:
+      - The GPU Operator's namespace. Unset or empty, the namespace the ClusterPolicy reports in C(status.namespace);
+        without a ClusterPolicy or before it reports one, C(nvidia-gpu-operator) (OpenShift) or C(gpu-operator)
+        (Kubernetes).
   pools:
     description:
       - The node pools (C(kubegpu_node_pools)); each pool's GPU resource name gets a pending-pods alert naming the pool.
-    type: list
-    elements: dict
-    default: []
   prune:
     description:
       - Delete the stage's objects of earlier runs that are no longer wanted (an alert set, the dashboard or the
@@ -68,6 +63,9 @@ options:
     default: true
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - kubegpu.platform.inputs.pools
+  - kubegpu.platform.inputs.platform
+  - kubegpu.platform.inputs.operator_namespace
 attributes:
   check_mode:
     support: full
@@ -130,8 +128,11 @@ changes:
   type: list
   elements: dict
 diff:
-  description: C(before) and C(after), each a mapping of object key to the fields that differ.
-  returned: always
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
   type: dict
 """
 
@@ -142,6 +143,14 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     patch_labels,
     planned_change,
     update_object,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import (
+    OPERATOR_NAMESPACE_ARG_SPEC,
+    PLATFORM_ARG_SPEC,
+    POOLS_ARG_SPEC,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import (
+    operator_namespace as operator_namespace_of,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.converge import Converge, key
@@ -256,10 +265,11 @@ def run(module):
     except (MonitoringError, PoolError) as e:
         module.fail_json(msg=str(e), changed=False)
     platform = detect_platform(cluster, p["platform"])
-    operator_namespace = p["operator_namespace"] or (
-        GPU_OPERATOR_NAMESPACE_OPENSHIFT if platform == OPENSHIFT else GPU_OPERATOR_NAMESPACE_KUBERNETES)
     seen = observe(cluster, platform, settings)
     policy = seen["policy"]
+    # Unlike gpu_node_pools, this stage plans without a ClusterPolicy too: then the platform's default namespace.
+    operator_namespace = operator_namespace_of(p, policy) or (
+        GPU_OPERATOR_NAMESPACE_OPENSHIFT if platform == OPENSHIFT else GPU_OPERATOR_NAMESPACE_KUBERNETES)
     try:
         plan = plan_objects(settings, platform, operator_namespace, policy["metadata"]["name"] if policy else None,
                             pools, seen["config"])
@@ -319,11 +329,9 @@ def main():
     module = KubegpuModule(
         argument_spec={
             "settings": {"type": "dict", "default": {}},
-            "platform": {"type": "str", "choices": ["auto", "openshift", "kubernetes"], "default": "auto"},
-            "operator_namespace": {"type": "str", "default": ""},
-            "pools": {"type": "list", "elements": "dict", "default": []},
             "prune": {"type": "bool", "default": True},
         },
+        shared=(POOLS_ARG_SPEC, PLATFORM_ARG_SPEC, OPERATOR_NAMESPACE_ARG_SPEC),
         supports_check_mode=True,
     )
     module.run(run)

@@ -846,7 +846,6 @@ def main():
         },
         supports_check_mode=True,
         waits=True,
-        diff_when_asked=True,
     )
     module.run(run)
 

@@ -50,7 +50,6 @@ options:
     default: helm
   timeout:
     description: Seconds to wait for one stage's objects to be gone (the whole wait, across rounds).
-    type: int
     default: 600
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
@@ -117,8 +116,11 @@ changes:
   type: list
   elements: dict
 diff:
-  description: C(before) and C(after), each a mapping of object key to what changes.
-  returned: always
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
   type: dict
 """
 
@@ -306,8 +308,6 @@ def run(module):
         if not outcome.ready:
             break   # the round is over: the task's until calls again, which reads and plans afresh
     result.update(change_report(changes))
-    if not module._diff:
-        result.pop("diff", None)
     return result
 
 
@@ -316,9 +316,9 @@ def main():
         argument_spec={
             "stage": {"type": "str", "required": True, "choices": list(ORDER)},
             "helm_binary": {"type": "str", "default": "helm"},
-            "timeout": {"type": "int", "default": 600},
         },
-        waits=True,
+        waits="always",  # no `wait` to leave out: a step removes what the one before it needed gone
+        timeout=600,
         supports_check_mode=True,
     )
     module.run(run)

@@ -74,8 +74,6 @@ options:
     description:
       - Node pools in the shape of C(kubegpu_node_pools); each pool's GPU comes from I(hardware), else I(nodes),
         else its selector's C(nvidia.com/gpu.product) and C(nvidia.com/gpu.count).
-    type: list
-    elements: dict
   hardware:
     description:
       - 'The GPU of pools, C({<pool>: {gpu: <model key or gpu.product>, gpus_per_node: <N>}}).'
@@ -89,8 +87,6 @@ options:
   claim_templates:
     description:
       - DRA claim templates in the shape of C(kubegpu_dra.claim_templates); each is a slice of its own.
-    type: list
-    elements: dict
   slices:
     description:
       - Slices given as data, C({pool, resource_name, memory (bytes or a quantity such as 40Gi), kind,
@@ -103,6 +99,9 @@ options:
         C(pool), C(resource_name), C(claim_template), C(units). The task fails when the model does not fit it.
       - Left out, the smallest slice that fits is chosen.
     type: raw
+extends_documentation_fragment:
+  - kubegpu.platform.inputs.pools
+  - kubegpu.platform.inputs.claim_templates
 attributes:
   check_mode:
     support: full
@@ -190,6 +189,10 @@ vllm_args:
   sample: ["--max-model-len", "8192", "--gpu-memory-utilization", "0.58", "--max-num-seqs", "4"]
 """
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import (
+    CLAIM_TEMPLATES_ARG_SPEC,
+    POOLS_ARG_SPEC,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import LayoutError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError
@@ -216,10 +219,10 @@ ARGUMENT_SPEC = {
     "architecture": {"type": "dict"},
     "hf_config": {"type": "dict"},
     "kind": {"type": "str", "choices": list(KINDS)},
-    "pools": {"type": "list", "elements": "dict"},
+    "pools": POOLS_ARG_SPEC["pools"],
     "hardware": {"type": "dict"},
     "nodes": {"type": "list", "elements": "dict"},
-    "claim_templates": {"type": "list", "elements": "dict"},
+    "claim_templates": CLAIM_TEMPLATES_ARG_SPEC["claim_templates"],
     "slices": {"type": "list", "elements": "dict"},
     "requested": {"type": "raw"},
 }

@@ -89,15 +89,13 @@ options:
       - Wait until the expected CSV reaches phase C(Succeeded).
       - With V(false) the module still waits (up to O(timeout)) for the InstallPlan it must approve, approves it and
         returns; a multi-step upgrade then moves one step per run.
-    type: bool
-    default: true
   timeout:
     description: Seconds to wait in all (from O(wait_started) when set).
-    type: int
     default: 1200
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
+  - kubegpu.platform.wait.optional
 attributes:
   check_mode:
     support: full
@@ -206,7 +204,8 @@ diff:
   description:
     - C(before) and C(after), each a mapping of object key (for example
       C(Subscription/nvidia-gpu-operator/gpu-operator-certified)) to the fields that differ.
-  returned: always
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
   type: dict
 ready:
   description:
@@ -455,11 +454,10 @@ def main():
             }},
             "create_namespace": {"type": "bool", "default": True},
             "namespace_labels": {"type": "dict"},
-            "wait": {"type": "bool", "default": True},
-            "timeout": {"type": "int", "default": 1200},
         },
         supports_check_mode=True,
         waits=True,
+        timeout=1200,
     )
     module.run(run)
 

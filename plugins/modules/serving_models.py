@@ -36,14 +36,8 @@ options:
     default: {}
   pools:
     description: The node pools C(kubegpu_node_pools).
-    type: list
-    elements: dict
-    default: []
   claim_templates:
     description: The claim templates C(kubegpu_dra.claim_templates).
-    type: list
-    elements: dict
-    default: []
   tenancy:
     description: The tenancy settings C(kubegpu_tenancy); a model in a namespace of a team that uses Kueue is queued in
       the team's LocalQueue (labels C(kueue.x-k8s.io/queue-name) and C(kueue.x-k8s.io/priority-class)).
@@ -54,14 +48,18 @@ options:
     type: bool
     default: true
   wait:
-    description: Wait until every InferenceService is Ready. Default C(kubegpu_serving.wait).
-    type: bool
+    description:
+      - Wait until every InferenceService is Ready.
+      - C(kubegpu_serving.wait) is the C(serving) role's, which passes it here; O(settings) does not change this
+        option's default.
   timeout:
     description: Seconds to wait for the models in all. Default C(kubegpu_serving.timeout).
-    type: int
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
+  - kubegpu.platform.wait.optional
+  - kubegpu.platform.inputs.pools
+  - kubegpu.platform.inputs.claim_templates
 attributes:
   check_mode:
     support: full
@@ -118,6 +116,13 @@ changes:
   returned: always
   type: list
   elements: dict
+diff:
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
+  type: dict
 ready:
   description: Whether the wait is over. V(false) only when O(wait_round) ran out first; the task's C(until) calls again.
   returned: always
@@ -129,6 +134,10 @@ progress:
 """
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import change_report
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import (
+    CLAIM_TEMPLATES_ARG_SPEC,
+    POOLS_ARG_SPEC,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.converge import Converge, key
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.serving import (
@@ -206,7 +215,7 @@ def run(module):
     except PLANNING_ERRORS as e:
         module.fail_json(msg=str(e), requirements=list(getattr(e, "requirements", None) or []), changed=False)
     reports = planned["models"]
-    wait = settings.wait if module.params["wait"] is None else module.params["wait"]
+    wait = module.params["wait"]
     result = {"models": reports, "platform": platform, "warnings_list": list(planned["warnings"]),
               "timeout": settings.timeout if module.params["timeout"] is None else module.params["timeout"],
               "ready": True}
@@ -217,8 +226,6 @@ def run(module):
         states = wait_models(module, [o for o in planned["objects"] if o["kind"] == "InferenceService"], result)
         for name, state in states.items():
             reports[name]["state"] = state
-    if not module._diff:
-        result.pop("diff", None)
     return result
 
 
@@ -226,13 +233,10 @@ def main():
     module = KubegpuModule(
         argument_spec={
             "settings": {"type": "dict", "default": {}},
-            "pools": {"type": "list", "elements": "dict", "default": []},
-            "claim_templates": {"type": "list", "elements": "dict", "default": []},
             "tenancy": {"type": "dict", "default": {}},
             "prune": {"type": "bool", "default": True},
-            "wait": {"type": "bool"},
-            "timeout": {"type": "int"},
         },
+        shared=(POOLS_ARG_SPEC, CLAIM_TEMPLATES_ARG_SPEC),
         supports_check_mode=True,
         waits=True,
     )

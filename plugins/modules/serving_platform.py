@@ -22,7 +22,7 @@ description:
     C(Managed), the Custom Metrics Autoscaler's KedaController).
   - Checks every model of O(settings) against the platform, the node pools and the claim templates (placement,
     MIG profile, sizing, deployment mode, scale to zero) so that a refusal comes before the stage writes anything.
-  - Read-only unless O(enable=true) - then it applies the platform objects (server-side apply, field manager
+  - Read-only unless O(apply=true) - then it applies the platform objects (server-side apply, field manager
     C(kubegpu.platform/serving), only what differs) and, with O(wait), waits until the DataScienceCluster is Ready
     and KServe's API is served.
 author:
@@ -39,41 +39,40 @@ options:
     default: {}
   pools:
     description: The node pools C(kubegpu_node_pools) the models are placed on.
-    type: list
-    elements: dict
-    default: []
   claim_templates:
     description: The claim templates C(kubegpu_dra.claim_templates) models may name.
-    type: list
-    elements: dict
-    default: []
   tenancy:
     description: The tenancy settings C(kubegpu_tenancy); a model in a namespace of a team that uses Kueue is queued in
       the team's LocalQueue (labels C(kueue.x-k8s.io/queue-name) and C(kueue.x-k8s.io/priority-class)).
     type: dict
     default: {}
-  enable:
-    description: Apply the platform objects (DSCInitialization, DataScienceCluster, KedaController) once the operators run.
+  apply:
+    description:
+      - Apply the platform objects (DSCInitialization, DataScienceCluster, KedaController) once the operators run.
+      - V(false) plans only - reads, plans and checks the models, writes nothing - as the C(serving) role's first call
+        does before the operators are installed.
+      - The alias O(apply) is deprecated and will be removed in 2.0.0.
     type: bool
     default: false
+    aliases: [enable]
   wait:
-    description: With O(enable), wait until the DataScienceCluster reports Ready and C(serving.kserve.io) is served.
-    type: bool
-    default: true
+    description: With O(apply), wait until the DataScienceCluster reports Ready and C(serving.kserve.io) is served.
   timeout:
     description: Seconds to wait.
-    type: int
     default: 900
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
+  - kubegpu.platform.wait.optional
+  - kubegpu.platform.inputs.pools
+  - kubegpu.platform.inputs.claim_templates
 attributes:
   check_mode:
     support: full
     description: Reads, plans and checks; writes nothing.
   diff_mode:
     support: full
-    description: With O(enable), shows the platform objects before and after.
+    description: With O(apply), shows the platform objects before and after.
 requirements:
   - kubernetes >= 24.2.0
   - kubernetes.core collection
@@ -90,7 +89,7 @@ EXAMPLES = r"""
 - name: Switch OpenShift AI's KServe on once its operator runs
   kubegpu.platform.serving_platform:
     settings: "{{ kubegpu_serving }}"
-    enable: true
+    apply: true
 """
 
 RETURN = r"""
@@ -113,7 +112,7 @@ charts:
   type: list
   elements: dict
 objects:
-  description: The platform objects applied (or to apply) with O(enable).
+  description: The platform objects applied (or to apply) with O(apply).
   returned: always
   type: list
   elements: dict
@@ -136,6 +135,13 @@ changes:
   returned: always
   type: list
   elements: dict
+diff:
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
+  type: dict
 ready:
   description: Whether the wait is over. V(false) only when O(wait_round) ran out first; the task's C(until) calls again.
   returned: always
@@ -147,6 +153,12 @@ progress:
 """
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply import apply_object, change_report
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import (
+    APPLY_ARG_SPEC,
+    CLAIM_TEMPLATES_ARG_SPEC,
+    POOLS_ARG_SPEC,
+    renamed,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.serving import (
     FIELD_MANAGER,
@@ -171,7 +183,7 @@ def run(module):
         module.fail_json(msg=str(e), requirements=list(getattr(e, "requirements", None) or []), changed=False)
     objects = platform_objects(platform, settings, facts)
     changes = []
-    if module.params["enable"]:
+    if module.params["apply"]:
         changes = [apply_object(cluster, obj, check, field_manager=FIELD_MANAGER) for obj in objects]
     warnings = platform["warnings"] + models["warnings"]
     for warning in warnings:
@@ -180,10 +192,8 @@ def run(module):
               "charts": chart_releases(platform, settings, facts), "objects": objects, "models": models["models"],
               "facts": facts, "warnings_list": warnings, "ready": True}
     result.update(change_report(changes))
-    if not module._diff:
-        result.pop("diff", None)
     dscs = [o for o in objects if o["kind"] == "DataScienceCluster"]
-    if module.params["enable"] and module.params["wait"] and not check and dscs:
+    if module.params["apply"] and module.params["wait"] and not check and dscs:
         dsc = dscs[0]
         outcome = module.wait_for(Target(dsc["apiVersion"], dsc["kind"], name=dsc["metadata"]["name"]),
                                   condition("Ready"), result)
@@ -197,15 +207,14 @@ def main():
     module = KubegpuModule(
         argument_spec={
             "settings": {"type": "dict", "default": {}},
-            "pools": {"type": "list", "elements": "dict", "default": []},
-            "claim_templates": {"type": "list", "elements": "dict", "default": []},
             "tenancy": {"type": "dict", "default": {}},
-            "enable": {"type": "bool", "default": False},
-            "wait": {"type": "bool", "default": True},
-            "timeout": {"type": "int", "default": 900},
+            # "Plan only" has one name in every module (args.APPLY_ARG_SPEC); `enable` was this module's.
+            "apply": renamed(APPLY_ARG_SPEC["apply"], "enable", "2.0.0"),
         },
+        shared=(POOLS_ARG_SPEC, CLAIM_TEMPLATES_ARG_SPEC),
         supports_check_mode=True,
         waits=True,
+        timeout=900,
     )
     module.run(run)
 

@@ -39,34 +39,30 @@ options:
     default: {}
   pools:
     description: The node pools C(kubegpu_node_pools) the quotas share.
-    type: list
-    elements: dict
-    default: []
   claim_templates:
     description:
       - The DRA claim templates (C(kubegpu_dra.claim_templates)). Their DeviceClasses (C(kubegpu-<name>)) and the
         NVIDIA driver's C(gpu.nvidia.com) are mapped onto the DRA pools' quota resource C(gpu.nvidia.com) in
         Kueue's configuration (C(resources.deviceClassMappings)) when the stage installs Kueue; when Kueue was
         already there and its configuration lacks them, a warning says what to add.
-    type: list
-    elements: dict
-    default: []
   platform:
     description: V(auto) detects OpenShift or Kubernetes.
-    type: str
-    choices: [auto, openshift, kubernetes]
-    default: auto
   apply:
-    description: Write the objects (with Kueue, once its API is served; waits for it up to O(timeout)).
+    description:
+      - Write the objects (with Kueue, once its API is served; waits for it up to O(timeout)).
+      - V(false) plans only - reads, plans and refuses, writes nothing - as the C(tenancy) role's first call does
+        before Kueue is installed.
     type: bool
     default: false
   timeout:
     description: Seconds to wait for the Kueue API to be served.
-    type: int
     default: 900
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
+  - kubegpu.platform.inputs.pools
+  - kubegpu.platform.inputs.claim_templates
+  - kubegpu.platform.inputs.platform
 attributes:
   check_mode:
     support: full
@@ -153,6 +149,13 @@ changes:
   returned: always
   type: list
   elements: dict
+diff:
+  description:
+    - C(before) and C(after), each a mapping of object key (C(kind/name) or C(kind/namespace/name)) to the fields that
+      differ; an object changed twice in a run shows its first before and its last after.
+    - Only in diff mode (C(--diff)), built from RV(changes), which lists the same changes in every mode.
+  returned: in diff mode
+  type: dict
 ready:
   description: V(false) only when O(wait_round) ran out while waiting for the Kueue API; the task's C(until) calls again.
   returned: always
@@ -169,6 +172,12 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     apply_object,
     change_report,
     planned_change,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import (
+    APPLY_ARG_SPEC,
+    CLAIM_TEMPLATES_ARG_SPEC,
+    PLATFORM_ARG_SPEC,
+    POOLS_ARG_SPEC,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.converge import Converge, key
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
@@ -304,8 +313,6 @@ def run(module):
     result["usage"] = usage_rows(settings, plan, queues, quotas)
     result["report"] = report_lines(result["usage"])
     result.update(change_report(changes))
-    if not module._diff:
-        result.pop("diff", None)
     return result
 
 
@@ -322,14 +329,12 @@ def main():
     module = KubegpuModule(
         argument_spec={
             "settings": {"type": "dict", "default": {}},
-            "pools": {"type": "list", "elements": "dict", "default": []},
-            "claim_templates": {"type": "list", "elements": "dict", "default": []},
-            "platform": {"type": "str", "choices": ["auto", "openshift", "kubernetes"], "default": "auto"},
-            "apply": {"type": "bool", "default": False},
-            "timeout": {"type": "int", "default": 900},
         },
+        shared=(POOLS_ARG_SPEC, CLAIM_TEMPLATES_ARG_SPEC, PLATFORM_ARG_SPEC, APPLY_ARG_SPEC),
         supports_check_mode=True,
-        waits=True,
+        # Kueue's objects cannot be written before its API is served: no `wait` to leave the wait out.
+        waits="always",
+        timeout=900,
     )
     module.run(run)
 

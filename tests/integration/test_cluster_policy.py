@@ -73,7 +73,7 @@ def kubernetes(dc):
 
 
 def _policy(dc, args=None, check=False):
-    return dc.module("cluster_policy", dict({"timeout": 60}, **(args or {})), check=check)
+    return dc.module("cluster_policy", dict({"timeout": 60}, **(args or {})), check=check, diff=True)
 
 
 def test_openshift_policy_from_alm_examples_converges_and_is_idempotent(openshift):

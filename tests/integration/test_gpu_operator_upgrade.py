@@ -52,7 +52,7 @@ def _olm(dc, ns, channel, csv, check=False):
 
 
 def _policy(dc, ns):
-    return dc.module("cluster_policy", {"csv_namespace": ns, "timeout": 60})
+    return dc.module("cluster_policy", {"csv_namespace": ns, "timeout": 60}, diff=True)
 
 
 def _delete_policies(dc, names=None):

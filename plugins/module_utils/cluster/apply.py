@@ -12,8 +12,8 @@ place a dry run is sent; modules that validate every object before their first w
 
 Every write returns a Change; `change_report(changes)` is the one result contract of the modules: `changed`,
 `changes` (a list in write order, each `key` = kind/namespace/name or kind/name, `kind`, `namespace`, `name`,
-`fields` that differ, `before` and `after` of those fields only, nested as in the object) and `diff`
-({before: {key: ...}, after: {key: ...}}, what `--diff` shows).
+`fields` that differ, `before` and `after` of those fields only, nested as in the object); KubegpuModule adds
+`diff` ({before: {key: ...}, after: {key: ...}}, what `--diff` shows) from `changes`, only under --diff.
 
 Each write goes through `cluster.write` with a check of its own effect: when a connection drops after the
 request was sent (or the server answers 5xx), the object is read again and the write is sent again only if
@@ -65,11 +65,12 @@ class Change(object):
                 "fields": self.fields, "before": self.before, "after": self.after}
 
 
-def change_report(changes, diff=True):
-    """The result every module returns for its writes: {changed, changes, diff} (see the module docstring).
+def change_report(changes, diff=False):
+    """The result every module returns for its writes: {changed, changes} (see the module docstring).
 
-    diff=False leaves `diff` out: a module that returns it only with --diff (KubegpuModule diff_when_asked) does not
-    build it for nothing - on thousands of nodes it was a quarter of the module's own time (a deep copy per node)."""
+    `diff` is KubegpuModule's to add (from `changes`, only under --diff); diff=True builds it here too, for a caller
+    outside a module. Not by default: on thousands of nodes it was a quarter of the module's own time (a deep copy
+    per node)."""
     done = [c.as_dict() for c in changes if c is not None and c.changed]
     out = {"changed": bool(done), "changes": done}
     if diff:

@@ -1,12 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubegpu.platform contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The AnsibleModule every kubegpu module uses: kubernetes.core's auth options, one way to report errors, and
-the API retries of the run (`api_retries`) in every result, success or failure."""
+"""The AnsibleModule every kubegpu module uses: kubernetes.core's auth options, one way to report errors, the API
+retries of the run (`api_retries`) in every result, success or failure, and `diff`, decided here for every module:
+built from the result's `changes` and returned only under --diff (a module never sets or drops it itself)."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import hashlib
 import json
 import os
@@ -15,6 +17,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import ROUNDS_ARG_SPEC, WAIT_ARG_SPEC
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import (
     CLIENT_IMPORT_ERROR,
     HAS_CLIENT,
@@ -32,12 +35,6 @@ try:
     from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 except ImportError:  # kubernetes.core missing: reported below with install advice
     AUTH_ARG_SPEC = {}
-
-
-WAIT_ARG_SPEC = {
-    "wait_round": {"type": "int", "default": 0},
-    "wait_started": {"type": "float"},
-}
 
 
 class Rounds(object):
@@ -81,8 +78,6 @@ class Rounds(object):
                 for group, items in (result.get(key) or {}).items():
                     merged.setdefault(group, {}).update(items)
                 result[key] = merged
-        if carried.get("changes") and "diff" in result:  # no diff asked for: none built (apply.change_report)
-            result["diff"] = diff_of(result["changes"])
         result["changed"] = bool(result.get("changed")) or self.state["changed"]
         if isinstance(result.get("progress"), dict):
             lines = self.state["lines"] + [x for x in result["progress"].get("lines", []) if x not in self.state["lines"]]
@@ -104,19 +99,28 @@ class Rounds(object):
 class KubegpuModule(AnsibleModule):
     """AnsibleModule with the cluster auth options merged in and `cluster` connected on first use.
 
-    waits=True adds the waiting options (doc fragment kubegpu.platform.wait: wait_round, wait_started) and
-    `wait_for`, which runs every wait of the module through the one waiter with the module's timeout and round.
+    shared: the option sets of cluster/args.py the module takes (POOLS_ARG_SPEC, PLATFORM_ARG_SPEC, ...).
+    waits=True adds the waiting options (cluster/args.py, doc fragments kubegpu.platform.wait and
+    kubegpu.platform.wait.optional: wait, timeout, wait_round, wait_started); waits="always" all but `wait`, for a
+    module that cannot leave its wait out. `timeout` is then the module's default for the option (seconds).
+    `wait_for` runs every wait of the module through the one waiter with the module's timeout and round.
+    The module's own argument_spec comes last: it adds its options, and may restate a shared one, not change it
+    (tests/unit/plugins/modules/test_option_vocabulary.py compares them).
     """
 
-    def __init__(self, argument_spec=None, needs_cluster=True, waits=False, diff_when_asked=False, **kwargs):
-        spec = dict(argument_spec or {})
-        # diff_when_asked: `diff` is returned only with --diff (a module whose changes span thousands of nodes:
-        # `changes` already lists each, and Ansible carries every byte of a result).
-        self._diff_when_asked = diff_when_asked
+    def __init__(self, argument_spec=None, needs_cluster=True, waits=False, timeout=None, shared=(), **kwargs):
+        spec = {}
+        for options in shared:
+            spec.update(copy.deepcopy(options))
         if needs_cluster:
             spec.update(AUTH_ARG_SPEC)
         if waits:
-            spec.update(WAIT_ARG_SPEC)
+            spec.update(copy.deepcopy(ROUNDS_ARG_SPEC))
+            if timeout is not None:
+                spec["timeout"]["default"] = timeout
+            if waits != "always":
+                spec.update(copy.deepcopy(WAIT_ARG_SPEC))
+        spec.update(argument_spec or {})
         self._call_start = time.time()
         self._rounds = None
         super(KubegpuModule, self).__init__(argument_spec=spec, **kwargs)
@@ -149,19 +153,26 @@ class KubegpuModule(AnsibleModule):
         kwargs.setdefault("api_retries", self.api_retries)
         if self._rounds is not None:
             self._rounds.merge(kwargs, last=kwargs.get("ready") is not False)
-        self._drop_unasked_diff(kwargs)
+        self._decide_diff(kwargs)
         super(KubegpuModule, self).exit_json(**kwargs)
 
     def fail_json(self, msg, **kwargs):
         kwargs.setdefault("api_retries", self.api_retries)
         if getattr(self, "_rounds", None) is not None:
             self._rounds.merge(kwargs, last=True)
-        self._drop_unasked_diff(kwargs)
+        self._decide_diff(kwargs)
         super(KubegpuModule, self).fail_json(msg, **kwargs)
 
-    def _drop_unasked_diff(self, result):
-        if getattr(self, "_diff_when_asked", False) and not self._diff:
-            result.pop("diff", None)
+    def _decide_diff(self, result):
+        """`diff` only under --diff, built from `changes` (every round's, once Rounds merged them in).
+
+        Built here, not by each module: `changes` already lists every change whatever the mode, and on thousands of
+        nodes the diff would double what Ansible carries for a result nobody asked to see as a diff.
+        """
+        result.pop("diff", None)
+        # getattr: AnsibleModule fails on bad arguments before it has read _ansible_diff.
+        if getattr(self, "_diff", False) and isinstance(result.get("changes"), list):
+            result["diff"] = diff_of(result["changes"])
 
     def run(self, func):
         """Call func(self) and exit with its result; API failures become one clear message."""

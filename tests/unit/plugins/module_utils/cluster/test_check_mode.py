@@ -66,10 +66,10 @@ def test_label_patches_are_dry_run_once_per_distinct_patch_and_deletes_are_dry_r
 def test_change_report_is_the_result_contract():
     changes = [apply.Change("Node", "a", None, ["metadata.labels.x"], {"metadata": {"labels": {"x": None}}},
                             {"metadata": {"labels": {"x": "1"}}}), apply.Change("ConfigMap", "c", "n")]
-    report = apply.change_report(changes)
+    report = apply.change_report(changes, diff=True)
     assert report["changed"] is True and [c["key"] for c in report["changes"]] == ["Node/a"]
     assert report["diff"] == {"before": {"Node/a": {"metadata": {"labels": {"x": None}}}},
                               "after": {"Node/a": {"metadata": {"labels": {"x": "1"}}}}}
-    assert apply.change_report([]) == {"changed": False, "changes": [], "diff": {"before": {}, "after": {}}}
-    # Without --diff (diff_when_asked) no diff is built: the same changes, no `diff` key.
-    assert apply.change_report(changes, diff=False) == dict((k, v) for k, v in report.items() if k != "diff")
+    assert apply.change_report([], diff=True) == {"changed": False, "changes": [], "diff": {"before": {}, "after": {}}}
+    # By default no diff is built (KubegpuModule builds it from `changes`, only under --diff).
+    assert apply.change_report(changes) == dict((k, v) for k, v in report.items() if k != "diff")

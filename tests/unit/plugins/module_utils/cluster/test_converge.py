@@ -180,7 +180,7 @@ def test_a_second_run_changes_nothing_and_sends_nothing():
     cluster.calls = []
     for check in (True, False):
         assert change_report(pipeline(cluster, check=check).run(desired)) == {
-            "changed": False, "changes": [], "diff": {"before": {}, "after": {}}}
+            "changed": False, "changes": []}
     assert cluster.calls == []
 
 
