@@ -493,6 +493,9 @@ def shown(plan, params):
 
 
 def run(module):
+    """Observe and plan (plan_run: every refusal before the first write), configure (ConfigMaps, device plugin
+    restart, ClusterPolicy, MachineSets; then the operands mount the new ConfigMaps), roll out (cluster/rollout.py),
+    and the result (the call that finishes the roll-out drops the configs no node names any more)."""
     params = module.params
     if params["parallel_writes"] < 1:
         module.fail_json(msg="parallel_writes: expected 1 or more (1 sends one write at a time), got {0}.{1}".format(

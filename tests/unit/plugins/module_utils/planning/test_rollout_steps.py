@@ -98,8 +98,8 @@ def h100s(count, **labels):
     return [node("h%d" % i, labels=dict({"pool": "p"}, **labels)) for i in range(count)]
 
 
-def entry_for(nodes, sharing=MIXED, max_unavailable=1, **plan_kwargs):
-    plan = plan_pools([raw_pool(sharing=sharing, max_unavailable=max_unavailable)], nodes, **plan_kwargs)
+def entry_for(nodes, sharing=None, max_unavailable=1):
+    plan = plan_pools([raw_pool(sharing=sharing or MIXED, max_unavailable=max_unavailable)], nodes)
     return plan, plan["pools"][0]
 
 
