@@ -339,11 +339,11 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_poo
     PoolError,
     parse_pools,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.steps import (
-    first_batch,
-    last_call,
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.result import (
     settle_between_rounds,
+    shown,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.steps import first_batch, last_call
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.writes import (
     machineset_writes,
     plan_writes,
@@ -463,33 +463,6 @@ def plan_run(module):
                                  "; ".join("{0}: {1}".format(b["node"], ", ".join(b["pods"])) for b in busy),
                                  NOTHING_WRITTEN), plan=shown(plan, module.params))
     return seen, plan, dict((b["node"], b["pods"]) for b in busy)
-
-
-# What a node's entry in the returned plan says: its labels before and after, whether its MIG changes, its
-# allocatable before and after. The rest of a node_changes entry is the roll-out's own bookkeeping (its steps, waits
-# and resume point), left out of the result: on 5,000 nodes it was half the plan, and Ansible carries, scrubs and
-# prints every byte of a result.
-SHOWN_NODE_FIELDS = ("labels", "before", "mig_change", "allocatable_before", "allocatable_after")
-
-
-def shown(plan, params):
-    """The plan as the module returns it (SHOWN_NODE_FIELDS per node); None stays None. A call limited to a batch
-    shows the changes of its own nodes (limit_nodes, carry_nodes): the role's batch calls would otherwise each return
-    the whole fleet's again (600 KB on 1,000 nodes, carried by Ansible and by AWX as a job event)."""
-    if plan is None:
-        return None
-    only = set(params.get("limit_nodes") or []) | set(params.get("carry_nodes") or []) \
-        if params.get("limit_nodes") else None
-
-    def nodes(entry):
-        return dict(entry, node_changes=dict(
-            (name, dict((k, change.get(k)) for k in SHOWN_NODE_FIELDS))
-            for name, change in (entry.get("node_changes") or {}).items() if only is None or name in only))
-    out = dict(plan)
-    out["pools"] = [nodes(p) for p in plan.get("pools") or []]
-    if plan.get("released"):
-        out["released"] = nodes(plan["released"])
-    return out
 
 
 def run(module):

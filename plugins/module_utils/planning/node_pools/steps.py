@@ -205,13 +205,3 @@ def last_call(params, plan):
     ours = set(params["limit_nodes"]) | set(params["carry_nodes"] or [])
     return params["return_when"] == "done" and all(
         n in ours for e in plan["pools"] + [plan["released"]] for batch in e["batches"] for n in batch)
-
-
-def settle_between_rounds(earlier, rollout, nodes):
-    """The nodes an earlier round of this wait left in flight that this round did not roll: the plan found nothing
-    left to do for them, so they finished between the two rounds (the task's delay, the next call's start). They
-    are reported done, not dropped from the last round's report; a node no longer in the cluster is left as it was."""
-    for pool, states in (earlier or {}).items():
-        for node, state in states.items():
-            if state.get("state") not in ("done", "failed") and node not in rollout.get(pool, {}) and node in nodes:
-                rollout.setdefault(pool, {})[node] = dict(state, state="done", detail="done between two rounds")
