@@ -316,39 +316,20 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     apply_configmap,
     apply_object,
     change_report,
-    patch_metadata,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import ClusterError
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.drain import drain_node, uncordon_node
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.parallel import (
-    DEFAULT_PARALLEL_WRITES,
-    done,
-    run_bounded,
-)
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import FAILED as WAIT_FAILED
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import (
-    READY,
-    WAITING,
-    RoundOver,
-    Target,
-    WaitTimeout,
-    node_changes,
-    operand_configs,
-    wait_for,
-)
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.parallel import DEFAULT_PARALLEL_WRITES
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.rollout import roll_out, side_by_side
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import RoundOver, Target, operand_configs
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import CLUSTER_POLICY_API
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.device_plugin_config import MIG
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     DEVICE_PLUGIN_CONFIG_ANNOTATION,
     DEVICE_PLUGIN_DAEMONSET,
     MACHINE_API_NAMESPACE,
     MIG_MANAGER_DAEMONSET,
     NODE_POOLS_FIELD_MANAGER,
-    POOL_LABEL,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import (
-    RELEASED,
     check_gpu_pods,
     empty_pools,
     plan_pools,
@@ -358,22 +339,18 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_poo
     PoolError,
     parse_pools,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.result import (
+    settle_between_rounds,
+    shown,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.steps import first_batch, last_call
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.writes import (
     machineset_writes,
     plan_writes,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.rollout import FAILED as NODE_FAILED
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.rollout import (
-    DONE,
-    Progress,
-    Window,
-    began,
-)
 
 MACHINESET_API = "machine.openshift.io/v1beta1"
 NOTHING_WRITTEN = " Nothing was written."
-# What a held node's device plugin step waits for: its MIG state, whatever else its change holds.
-MIG_ONLY = {"mig_change": True}
 
 
 def observe(module):
@@ -439,264 +416,6 @@ def reconcile_configuration(module, seen, objects):
     return changes
 
 
-def side_by_side(module, changes, calls):
-    """Run independent writes with at most parallel_writes in flight (cluster/parallel.py); append what each
-    returned to `changes` in call order, then raise the first error. Check mode sends them one at a time: its
-    label dry runs are sent once per distinct patch, which a shared record decides."""
-    limit = 1 if module.check_mode else module.params["parallel_writes"]
-    results, error = run_bounded(calls, limit)
-    changes.extend(r for r in done(results) if r is not None)
-    if error is not None:
-        raise error
-
-
-def patch_node(module, name, labels, annotations, current, target=None):
-    """Set (value) or remove (None) labels and annotations of one node in one merge patch, only those that differ.
-    The node as written goes into the wait's watched list (`target`), which judges it next."""
-    have_labels, have_notes = current["labels"], current["annotations"]
-    change = patch_metadata(module.cluster, "v1", "Node", name, labels, annotations, module.check_mode, have_labels,
-                            have_notes)
-    if target is not None:
-        target.remember(change.written)
-    after = (change.after or {}).get("metadata") or {}
-    for key, value in (after.get("labels") or {}).items():
-        if value is None:
-            have_labels.pop(key, None)
-        else:
-            have_labels[key] = value
-    have_notes.update(after.get("annotations") or {})
-    return change
-
-
-def roll_out(module, seen, plan, busy, changes, params, rollout):
-    """Roll the plan out pool by pool (pools in order, then released nodes), each pool through a Window of
-    max_unavailable nodes; stop at the first failed node. With limit_nodes only those start (the role's batch), and
-    carry_nodes (the role's batch before) are carried on first. Each node's state goes into `rollout` ({pool: {node:
-    state}}), a round that runs out (RoundOver) included. Returns the failure message or None."""
-    limit = set(params["limit_nodes"] or [])
-    carry = set(params["carry_nodes"] or [])
-    current = dict((n["metadata"]["name"], {"labels": dict(n["metadata"].get("labels") or {}),
-                                            "annotations": dict(n["metadata"].get("annotations") or {})})
-                   for n in seen["nodes"])
-    entries = list(plan["pools"]) + [dict(plan["released"], name=RELEASED)]
-    for index, entry in enumerate(entries):
-        order = [n for batch in entry["batches"] for n in batch]
-        start = [n for n in order if (not limit or n in limit) and n not in carry]
-        carried = [n for n in order if n in carry]
-        if not start and not carried:
-            continue
-        failure, unstarted = roll_pool(module, params, entry, start, carried, current, busy, changes, rollout)
-        if failure:
-            left = [(entry["name"], unstarted + [n for n in order if n not in start and n not in carried])]
-            left += [(e["name"], [n for batch in e["batches"] for n in batch]) for e in entries[index + 1:]]
-            return failure + " " + not_started(left)
-    return None
-
-
-def settle_between_rounds(earlier, rollout, nodes):
-    """The nodes an earlier round of this wait left in flight that this round did not roll: the plan found nothing
-    left to do for them, so they finished between the two rounds (the task's delay, the next call's start). They
-    are reported done, not dropped from the last round's report; a node no longer in the cluster is left as it was."""
-    for pool, states in (earlier or {}).items():
-        for node, state in states.items():
-            if state.get("state") not in ("done", "failed") and node not in rollout.get(pool, {}) and node in nodes:
-                rollout.setdefault(pool, {})[node] = dict(state, state="done", detail="done between two rounds")
-
-
-def few(names, named=8):
-    """Names for a title: every one of a few, else the first ones and how many more (a batch of 250 nodes)."""
-    if len(names) <= named:
-        return ", ".join(names)
-    return "{0} and {1} more".format(", ".join(names[:3]), len(names) - 3)
-
-
-def not_started(by_pool):
-    """What a halted roll-out leaves as it was: [(pool, nodes)] in roll-out order."""
-    by_pool = [(pool, nodes) for pool, nodes in by_pool if nodes]
-    if not by_pool:
-        return "No node was left to start."
-    return "Not started, their labels left as they were: {0}. Run again once the cause is fixed: nodes already " \
-        "done are not changed again.".format("; ".join(
-            "pool {0}: {1}".format(pool, ", ".join(nodes)) for pool, nodes in by_pool))
-
-
-def roll_pool(module, params, entry, start, carried, current, busy, changes, rollout):
-    """Change nodes of one pool in two steps per node, each waited for: its MIG geometry, then its device plugin
-    config; at most max_unavailable nodes in flight (planning/node_pools/rollout.py, Window).
-
-    A node starts as soon as a node in flight is done, not once the slowest node of a batch is: a pool takes its
-    nodes' own times, not its batches' slowest ones. A node's device plugin config (and with it the MIG strategy)
-    switches only once its own geometry is in place: a node whose MIG change fails keeps its old, consistent
-    configuration instead of advertising an invalid one (gpu-operator#460). Without a wait (wait: false) nothing
-    comes between the two steps, so they are one patch, and every node starts at once.
-
-    carried: nodes an earlier call started (the role's batch before), carried on first and counted in flight. With
-    return_when=started the call ends once every node of `start` has started and every carried node is done: the
-    next call carries them on. The first failed node halts the window: nothing more starts, the nodes in flight are
-    still waited for, and every node this call cordoned (or an earlier run's drain left cordoned) is uncordoned.
-    Returns (failure message or None, the nodes of `start` never started).
-    """
-    check = module.check_mode
-    node_changes = entry["node_changes"]
-    name = entry["name"]
-    waiting = params["wait"] and not check
-    one_patch = not params["wait"]
-    until_started = waiting and params["return_when"] == "started"
-    if params["limit_nodes"]:
-        title = "pool '{0}' ({1}{2})".format(name, few(start), "; carried on: " + few(carried) if carried else "")
-    else:
-        title = "pool '{0}' ({1} nodes, {2} at a time)".format(name, len(start) + len(carried), entry["batch_size"])
-    mig_pool = entry.get("strategy") == MIG
-    window = Window(entry["batch_size"] if waiting else len(start) + len(carried),
-                    carried + [n for n in start if began(node_changes[n], mig_pool)], start)
-    cordoned = [n for n in start + carried if node_changes[n]["uncordon"]]
-    expectations = {}   # the nodes started (or carried on): what the wait judges, growing as nodes start
-    held = set()        # the nodes whose device plugin step waits for their MIG state success
-    handed_on = set()   # started nodes this call leaves in flight for the next (return_when=started)
-    wait = {}           # the wait's target, once it waits: what the steps sent during the wait write into
-    mig_progress = Progress()   # a held node's MIG state, judged again only once the node changed
-    failure = None
-
-    def first_step(node):
-        """The node's MIG step (drained first when pods hold it); with wait: false, its device plugin step too."""
-        change = node_changes[node]
-        if node in busy and not check:
-            cordoned.append(node)
-            drain_node(module.cluster, node, busy[node], params["timeout"], **module.wait_policy())
-        labels = dict(change["mig_step"], **change["device_plugin_step"]) if one_patch else change["mig_step"]
-        return patch_node(module, node, labels, change["annotations"], current[node], wait.get("target"))
-
-    def device_plugin_step(node):
-        change = node_changes[node]
-        notes = {} if change["mig_step"] else change["annotations"]
-        return patch_node(module, node, change["device_plugin_step"], notes, current[node], wait.get("target"))
-
-    def launch(nodes):
-        """The nodes' next steps, side by side (the nodes are independent): the MIG step, then the device plugin
-        step of each node that does not wait for its MIG state."""
-        side_by_side(module, changes, [(lambda n=n: first_step(n)) for n in nodes
-                                       if node_changes[n]["mig_step"] or one_patch])
-        if waiting:
-            held.update(n for n in nodes if node_changes[n]["wait_mig"])
-        if not one_patch:
-            side_by_side(module, changes, [(lambda n=n: device_plugin_step(n)) for n in nodes if n not in held])
-        expectations.update((n, node_changes[n]) for n in nodes)
-
-    def advance(observed, items):
-        """Between polls: the device plugin step of each held node whose MIG geometry is now in place; then the
-        next nodes into the slots of those done."""
-        by_name = dict((n["metadata"]["name"], n) for n in observed or [])
-        due = []
-        for node in sorted(held):
-            if node not in by_name:
-                continue  # judged gone (failed) already
-            state, detail = mig_progress(by_name[node], MIG_ONLY)
-            if state == DONE:
-                due.append(node)
-            else:
-                items[node] = (WAIT_FAILED if state == NODE_FAILED else WAITING, detail)
-        if due:
-            side_by_side(module, changes, [(lambda n=n: device_plugin_step(n)) for n in due])
-            held.difference_update(due)
-            for node in due:
-                # Judged from a read before its device plugin step: the verdict waits for the next poll.
-                items[node] = (WAITING, "device plugin config set")
-        window.settle([n for n, (s, _d) in items.items() if s == READY],
-                      [n for n, (s, _d) in items.items() if s == WAIT_FAILED])
-        begin = window.take()
-        if begin:
-            launch(begin)
-            for node in begin:
-                items[node] = (WAITING, "started")
-        handed_on.clear()
-        if until_started and not window.halted and not window.queue:
-            for node in start:
-                if items.get(node, (None,))[0] == WAITING:
-                    items[node] = (READY, "started, carried on by the next batch: " + items[node][1])
-                    handed_on.add(node)
-        return items
-
-    try:
-        launch(list(window.in_flight))
-        launch(window.take())
-        if waiting:
-            # Listed by pool label once every node carries it (a MIG node gets it with its first step).
-            labelled = name != RELEASED and all(current[n]["labels"].get(POOL_LABEL) == name for n in start + carried)
-            # A call limited to a batch waits `timeout`; a whole pool, `timeout` per batch of max_unavailable nodes.
-            batches = 1 if params["limit_nodes"] else -(-(len(start) + len(carried)) // window.size)
-            # Watched: a node's next step goes out as soon as an event shows it due, not a poll later.
-            wait["target"] = Target("v1", "Node", label_selector="{0}={1}".format(POOL_LABEL, name) if labelled else None,
-                                    names=sorted(expectations), title=title, watch=True)
-            failure = wait_batch(module, wait["target"], expectations, rollout, name, params["timeout"] * batches,
-                                 on_poll=advance)
-            for node in handed_on:
-                if node in rollout.get(name, {}):
-                    rollout[name][node]["state"] = "started"
-            # Handed on mid-change: a drained node stays cordoned (marked) until the call that finishes it.
-            cordoned = [n for n in cordoned if n not in handed_on]
-    except ClusterError as err:
-        failure = "{0}: {1}".format(title, err)
-    except RoundOver:
-        # The round ran out mid-change: the nodes stay cordoned (marked) until the call that finishes them.
-        cordoned = []
-        raise
-    finally:
-        cordoned = sorted(set(cordoned))
-        if cordoned and not check:
-            side_by_side(module, [], [(lambda n=n: uncordon_node(module.cluster, n)) for n in cordoned])
-            if failure:
-                failure += " Uncordoned again: {0}.".format(", ".join(cordoned))
-    return failure, list(window.queue)
-
-
-def wait_batch(module, target, expectations, rollout, pool, timeout, on_poll=None):
-    """Wait for the nodes of `target` (the one waiter); record their states in rollout. `expectations` may grow
-    between polls (on_poll starts nodes): the predicate judges what it holds at each poll.
-
-    Returns a failure message or None; raises RoundOver when this call's round ran out first."""
-    title = target.title
-    try:
-        outcome = wait_for(module.cluster, target, node_changes(expectations), timeout, interval=1.0,
-                           raise_on_failure=False, on_poll=on_poll, **module.wait_policy())
-    except WaitTimeout as err:
-        return str(err)
-    module.progress = outcome.progress
-    names = {READY: "done", WAIT_FAILED: "failed"}
-    # Recorded for a round that runs out too: the rounds of one wait are merged (Rounds.MERGED), so the last one
-    # lists every node the wait changed, those that finished between two rounds included (settle_between_rounds).
-    rollout.setdefault(pool, {}).update(
-        (n, {"state": names.get(s, s), "detail": d, "seconds": outcome.since.get(n, 0.0)})
-        for n, (s, d) in outcome.items.items())
-    if not outcome.ready:
-        raise RoundOver(outcome.progress)
-    failed = outcome.failed
-    if not failed:
-        return None
-    done = sorted(n for n in outcome.items if n not in failed)
-    return "{0}: node {1} failed: {2}. Its device plugin config was left as it was.{3}".format(
-        title, ", ".join(failed), "; ".join(outcome.items[n][1] for n in failed),
-        " Done: {0}.".format(", ".join(done)) if done else "")
-
-
-def first_batch(params, plan, check):
-    """start_first_batch: the parameters of the call that would start the plan's first batch (limit_nodes, to be
-    carried on by the next call), or None when this call labels nothing."""
-    if check or params["label_nodes"] or not params["start_first_batch"] or not params["wait"] or not plan["steps"]:
-        return None
-    return dict(params, limit_nodes=plan["steps"][0]["nodes"], carry_nodes=[], return_when="started")
-
-
-def last_call(params, plan):
-    """Whether this call takes every node left to change to its end: a whole run, or the role's last batch (every
-    node the plan still changes is one it starts or carries on, and it waits until they are done). Such a call
-    finishes the roll-out: the configs no node names any more go, and the role needs no call after it."""
-    if not params["limit_nodes"]:
-        return True
-    ours = set(params["limit_nodes"]) | set(params["carry_nodes"] or [])
-    return params["return_when"] == "done" and all(
-        n in ours for e in plan["pools"] + [plan["released"]] for batch in e["batches"] for n in batch)
-
-
 def plan_run(module):
     """Observe and plan, every refusal included; fails the module before anything is written, with every problem
     found: the ClusterPolicy's, the pools' against the nodes and MachineSets (and, with refuse_empty_pools, a pool
@@ -746,34 +465,10 @@ def plan_run(module):
     return seen, plan, dict((b["node"], b["pods"]) for b in busy)
 
 
-# What a node's entry in the returned plan says: its labels before and after, whether its MIG changes, its
-# allocatable before and after. The rest of a node_changes entry is the roll-out's own bookkeeping (its steps, waits
-# and resume point), left out of the result: on 5,000 nodes it was half the plan, and Ansible carries, scrubs and
-# prints every byte of a result.
-SHOWN_NODE_FIELDS = ("labels", "before", "mig_change", "allocatable_before", "allocatable_after")
-
-
-def shown(plan, params):
-    """The plan as the module returns it (SHOWN_NODE_FIELDS per node); None stays None. A call limited to a batch
-    shows the changes of its own nodes (limit_nodes, carry_nodes): the role's batch calls would otherwise each return
-    the whole fleet's again (600 KB on 1,000 nodes, carried by Ansible and by AWX as a job event)."""
-    if plan is None:
-        return None
-    only = set(params.get("limit_nodes") or []) | set(params.get("carry_nodes") or []) \
-        if params.get("limit_nodes") else None
-
-    def nodes(entry):
-        return dict(entry, node_changes=dict(
-            (name, dict((k, change.get(k)) for k in SHOWN_NODE_FIELDS))
-            for name, change in (entry.get("node_changes") or {}).items() if only is None or name in only))
-    out = dict(plan)
-    out["pools"] = [nodes(p) for p in plan.get("pools") or []]
-    if plan.get("released"):
-        out["released"] = nodes(plan["released"])
-    return out
-
-
 def run(module):
+    """Observe and plan (plan_run: every refusal before the first write), configure (ConfigMaps, device plugin
+    restart, ClusterPolicy, MachineSets; then the operands mount the new ConfigMaps), roll out (cluster/rollout.py),
+    and the result (the call that finishes the roll-out drops the configs no node names any more)."""
     params = module.params
     if params["parallel_writes"] < 1:
         module.fail_json(msg="parallel_writes: expected 1 or more (1 sends one write at a time), got {0}.{1}".format(
@@ -800,7 +495,7 @@ def run(module):
     batch = first_batch(params, plan, module.check_mode)
     if params["label_nodes"] or batch:
         try:
-            failure = roll_out(module, seen, plan, busy, changes, batch or params, rollout)
+            failure = roll_out(module, seen["nodes"], plan, busy, changes, batch or params, rollout)
         except RoundOver as over:
             result.update(change_report(changes, diff=module._diff))
             result.update(ready=False, progress=over.progress, rollout=rollout)

@@ -58,10 +58,9 @@ import os
 import time
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.watch import WatchedList
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.rollout import DONE, FAILED as NODE_FAILED
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.rollout import Progress
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.states import FAILED, READY, WAITING
 
-READY, WAITING, FAILED = "ready", "waiting", "failed"
 PROGRESS_LOG_ENV = "KUBEGPU_PROGRESS_LOG"
 # A progress line names each item not ready up to this many; beyond, it counts them per detail (DETAIL_GROUPS
 # details at most, NAMED_LONGEST of each named): a line listing 250 nodes in flight was 14 KB, once a second.
@@ -307,8 +306,7 @@ def node_changes(changes):
             if name not in nodes:
                 out[name] = (FAILED, "node is gone")
                 continue
-            state, detail = progress(nodes[name], change)
-            out[name] = ({DONE: READY, NODE_FAILED: FAILED}.get(state, WAITING), detail)
+            out[name] = progress(nodes[name], change)
         return out
     return Predicate("MIG state success and allocatable as planned", judge, fail_fast=False)
 
@@ -537,20 +535,3 @@ def wait_for(cluster, target, predicate, timeout, interval=2.0, budget=None, sta
             target.pause(max(0.0, min(polled + interval, stop) - clock()), sleep)
     finally:
         target.close()
-
-
-# -- a shorthand of the node waits (what gpu_node_pools waits for, without its rounds) -------------------------
-def wait_for_nodes(cluster, changes, label_selector, timeout, interval=1.0, clock=time.time, sleep=time.sleep,
-                   budget=None, started=None):
-    """Wait (one Node list per poll) until every node of `changes` is done or failed; see node_changes.
-
-    Returns ({node: (done | failed, detail, seconds until it got there)}, [failed nodes, sorted]); raises
-    WaitTimeout naming each node not done.
-    """
-    target = Target("v1", "Node", label_selector=label_selector, names=sorted(changes), title="nodes ({0})".format(
-        label_selector) if label_selector else "nodes")
-    outcome = wait_for(cluster, target, node_changes(changes), timeout, interval=interval, budget=budget,
-                       started=started, raise_on_failure=False, clock=clock, sleep=sleep)
-    names = {READY: DONE, FAILED: NODE_FAILED, WAITING: "pending"}
-    states = dict((n, (names[s], d, outcome.since.get(n, 0.0))) for n, (s, d) in outcome.items.items())
-    return states, outcome.failed

@@ -26,8 +26,6 @@ that does not add up the node gets a warning and allocatable_after None. MIG poo
 mig_layout.resources_for says; time-slicing and MPS multiply by replicas (rename_by_default: the
 resource <name>.shared, <name> at 0); resources no longer advertised stay at 0, as the kubelet
 keeps them.
-
-The names callers used from this module before it was split stay importable from here.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -78,7 +76,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     DRAINED_ANNOTATION,
     GPU_COUNT_ANNOTATION,
     GPU_RESOURCE,
-    MACHINE_ANNOTATION,
     MIG_CAPABLE_LABEL,
     MIG_CONFIG_LABEL,
     MIG_INVALID_SUFFIX,
@@ -96,37 +93,14 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_sta
     node_labels,
     node_name,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.selection import (
-    machineset_of,
-    pool_selects,
-    resolve_pools,
-    selector_matches,
-)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.selection import resolve_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import (
     CONFIG_PREFIX,
-    MACHINE_API_NAMESPACE,
-    NONE,
     PERCENT,
-    STRATEGIES,
-    MigSharing,
     Pool,
     PoolError,
-    Sharing,
     parse_pools,
 )
-
-# Public here, wherever defined: callers that import these names from node_pools keep working.
-__all__ = [
-    # pool_spec
-    "CONFIG_PREFIX", "MACHINE_API_NAMESPACE", "NONE", "STRATEGIES", "MigSharing", "Pool", "PoolError", "Sharing",
-    "parse_pools",
-    # pool_selection
-    "MACHINE_ANNOTATION", "PRODUCT_LABEL", "machineset_of", "node_name", "pool_selects", "resolve_pools",
-    "selector_matches",
-    # this module
-    "COUNT_LABEL", "DEVICE_PLUGIN_CONFIG_LABEL", "MIG_CAPABLE_LABEL", "MIG_CONFIG_LABEL", "POOL_LABEL",
-    "YAML_IMPORT_ERROR", "check_gpu_pods", "mig_parted_yaml", "physical_gpus", "plan_pools",
-]
 
 # Strategies whose configs depend on the GPU: their nodes must carry GFD's labels.
 _GPU_STRATEGIES = (MIG, TIME_SLICING, MPS)

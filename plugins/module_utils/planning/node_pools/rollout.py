@@ -25,12 +25,11 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_sta
     node_labels,
     paused_operands,
 )
-
-DONE, PENDING, FAILED = "done", "pending", "failed"
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.states import FAILED, READY, WAITING
 
 
 def node_progress(node, change):
-    """(state, detail) of one node against its planned change ({labels, mig_change, allocatable_after})."""
+    """(READY | WAITING | FAILED, detail) of one node against its planned change ({mig_change, allocatable_after})."""
     labels = node_labels(node)
     if change.get("mig_change"):
         state = mig_state(labels, "unknown")
@@ -42,13 +41,13 @@ def node_progress(node, change):
             detail = "{0}={1}".format(MIG_STATE_LABEL, state)
             if paused:
                 detail += ", operands {0}: {1}".format(PAUSED_FOR_MIG_CHANGE, ", ".join(paused))
-            return PENDING, detail
+            return WAITING, detail
     have = gpu_allocatable(node)
     missing = ["{0} {1} of {2}".format(res, have.get(res, 0), want)
                for res, want in sorted((change.get("allocatable_after") or {}).items()) if have.get(res, 0) != want]
     if missing:
-        return PENDING, "allocatable " + ", ".join(missing)
-    return DONE, "ready"
+        return WAITING, "allocatable " + ", ".join(missing)
+    return READY, "ready"
 
 
 class Progress(object):

@@ -4,7 +4,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubegpu.platform.plugins.modules.gpu_node_pools import settle_between_rounds
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.result import settle_between_rounds
 
 EARLIER = {"llm": {"gpu-0": {"state": "done", "detail": "ready", "seconds": 3.0},
                    "gpu-1": {"state": "waiting", "detail": "device plugin config set", "seconds": 4.0},

@@ -1,12 +1,18 @@
 # -*- coding: utf-8 -*-
-"""wait_for_nodes with a scripted cluster and clock: one list per poll, failure and timeout reporting."""
+"""The roll-out's node wait (wait_for, a Node list target, node_changes) with a scripted cluster and clock: one list
+per poll, failure and timeout reporting."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import WaitTimeout, wait_for_nodes
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import (
+    Target,
+    WaitTimeout,
+    node_changes,
+    wait_for,
+)
 
 CHANGE = {"mig_change": True, "allocatable_after": {"nvidia.com/mig-3g.40gb": 16}}
 
@@ -39,6 +45,14 @@ class Clock(object):
         self.now += seconds
 
 
+def wait_for_nodes(cluster, changes, timeout, interval=1.0, clock=None):
+    """As the roll-out driver waits (cluster/rollout.py): failed nodes end the wait only once none is waiting."""
+    target = Target("v1", "Node", label_selector="pool=p", names=sorted(changes), title="pool 'p'")
+    outcome = wait_for(cluster, target, node_changes(changes), timeout, interval=interval, raise_on_failure=False,
+                       clock=clock, sleep=clock.sleep)
+    return dict((n, (s, d, outcome.since.get(n, 0.0))) for n, (s, d) in outcome.items.items()), outcome.failed
+
+
 def test_done_when_state_and_allocatable_match():
     cluster = ScriptedCluster([
         [node("a", "pending"), node("b", "pending")],
@@ -46,10 +60,9 @@ def test_done_when_state_and_allocatable_match():
         [node("a", "success", 16), node("b", "success", 16)],
     ])
     clock = Clock()
-    states, failed = wait_for_nodes(cluster, {"a": CHANGE, "b": CHANGE}, "pool=p", 60, interval=2,
-                                    clock=clock, sleep=clock.sleep)
+    states, failed = wait_for_nodes(cluster, {"a": CHANGE, "b": CHANGE}, 60, interval=2, clock=clock)
     assert failed == []
-    assert states["a"] == ("done", "ready", 2.0) and states["b"] == ("done", "ready", 4.0)
+    assert states["a"] == ("ready", "ready", 2.0) and states["b"] == ("ready", "ready", 4.0)
     assert cluster.calls == [("v1", "Node", "pool=p")] * 3
 
 
@@ -57,8 +70,8 @@ def test_a_failed_node_does_not_abandon_the_others_of_its_batch():
     cluster = ScriptedCluster([[node("a", "failed"), node("b", "pending")],
                                [node("a", "failed"), node("b", "success", 16)]])
     clock = Clock()
-    states, failed = wait_for_nodes(cluster, {"a": CHANGE, "b": CHANGE}, "pool=p", 60, clock=clock, sleep=clock.sleep)
-    assert failed == ["a"] and states["a"][0] == "failed" and states["b"][0] == "done"
+    states, failed = wait_for_nodes(cluster, {"a": CHANGE, "b": CHANGE}, 60, clock=clock)
+    assert failed == ["a"] and states["a"][0] == "failed" and states["b"][0] == "ready"
     assert len(cluster.calls) == 2
 
 
@@ -66,12 +79,12 @@ def test_timeout_names_pending_nodes():
     cluster = ScriptedCluster([[node("a", "pending")]])
     clock = Clock()
     with pytest.raises(WaitTimeout) as err:
-        wait_for_nodes(cluster, {"a": CHANGE}, "pool=p", 5, interval=1, clock=clock, sleep=clock.sleep)
+        wait_for_nodes(cluster, {"a": CHANGE}, 5, interval=1, clock=clock)
     assert "not ready after 5 s" in str(err.value) and "a: nvidia.com/mig.config.state=pending for 5 s" in str(err.value)
 
 
 def test_a_vanished_node_fails():
     cluster = ScriptedCluster([[]])
     clock = Clock()
-    states, failed = wait_for_nodes(cluster, {"a": CHANGE}, "pool=p", 5, clock=clock, sleep=clock.sleep)
+    states, failed = wait_for_nodes(cluster, {"a": CHANGE}, 5, clock=clock)
     assert failed == ["a"] and states["a"][1] == "node is gone"

@@ -14,8 +14,6 @@ import yaml
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning import names
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import plan as node_pools
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import selection as pool_selection
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools import spec as pool_spec
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import (
     check_gpu_pods,
     plan_pools,
@@ -59,23 +57,8 @@ TS = {"strategy": "time-slicing", "time_slicing": {"replicas": 4}}
 
 
 # ---------------------------------------------------------------------------------------------
-# Names split off to pool_spec and pool_selection; overlaps stop the plan
+# Overlaps stop the plan
 # ---------------------------------------------------------------------------------------------
-
-SPLIT_OFF = {
-    "pool_spec": ("PoolError", "Pool", "Sharing", "MigSharing", "parse_pools", "NONE", "STRATEGIES", "CONFIG_PREFIX",
-                  "MACHINE_API_NAMESPACE"),
-    "pool_selection": ("resolve_pools", "selector_matches", "machineset_of", "pool_selects", "node_name", "PRODUCT_LABEL",
-                       "MACHINE_ANNOTATION"),
-}
-HOMES = {"pool_spec": pool_spec, "pool_selection": pool_selection}
-
-
-@pytest.mark.parametrize("home, name", [(home, name) for home in sorted(SPLIT_OFF) for name in SPLIT_OFF[home]])
-def test_names_split_off_are_still_importable_from_node_pools(home, name):
-    assert getattr(node_pools, name) is getattr(HOMES[home], name)
-    assert name in node_pools.__all__
-
 
 def test_overlap_stops_the_plan():
     with pytest.raises(PoolError, match="pools 'a' and 'b' both select node n1"):

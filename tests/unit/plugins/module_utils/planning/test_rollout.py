@@ -6,6 +6,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.rollout import Progress, Window, node_progress
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.states import FAILED, READY, WAITING
 
 CHANGE = {"mig_change": True, "allocatable_after": {"nvidia.com/mig-1g.10gb": 16, "nvidia.com/gpu": 0}}
 
@@ -16,14 +17,14 @@ def node(labels, allocatable):
 
 @pytest.mark.parametrize("labels, allocatable, state, detail", [
     ({"nvidia.com/mig.config.state": "pending", "nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change",
-      "nvidia.com/gpu.deploy.dcgm": "true"}, {}, "pending",
+      "nvidia.com/gpu.deploy.dcgm": "true"}, {}, WAITING,
      "nvidia.com/mig.config.state=pending, operands paused-for-mig-change: device-plugin"),
-    ({"nvidia.com/mig.config.state": "failed", "nvidia.com/mig.config": "kubegpu-x"}, {}, "failed",
+    ({"nvidia.com/mig.config.state": "failed", "nvidia.com/mig.config": "kubegpu-x"}, {}, FAILED,
      "nvidia.com/mig.config.state=failed (mig-manager could not apply kubegpu-x; see the nvidia-mig-manager pod log)"),
     # success is set before the device plugin catches up: still pending until allocatable matches
-    ({"nvidia.com/mig.config.state": "success"}, {"nvidia.com/gpu": "8"}, "pending",
+    ({"nvidia.com/mig.config.state": "success"}, {"nvidia.com/gpu": "8"}, WAITING,
      "allocatable nvidia.com/gpu 8 of 0, nvidia.com/mig-1g.10gb 0 of 16"),
-    ({"nvidia.com/mig.config.state": "success"}, {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "16"}, "done",
+    ({"nvidia.com/mig.config.state": "success"}, {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "16"}, READY,
      "ready"),
 ])
 def test_mig_progress(labels, allocatable, state, detail):
@@ -32,8 +33,8 @@ def test_mig_progress(labels, allocatable, state, detail):
 
 def test_time_slicing_progress_needs_only_allocatable():
     change = {"mig_change": False, "allocatable_after": {"nvidia.com/gpu": 16}}
-    assert node_progress(node({}, {"nvidia.com/gpu": "4"}), change)[0] == "pending"
-    assert node_progress(node({}, {"nvidia.com/gpu": "16", "cpu": "8"}), change) == ("done", "ready")
+    assert node_progress(node({}, {"nvidia.com/gpu": "4"}), change)[0] == WAITING
+    assert node_progress(node({}, {"nvidia.com/gpu": "16", "cpu": "8"}), change) == (READY, "ready")
 
 
 def test_progress_judges_a_node_again_only_once_it_changed(monkeypatch):
@@ -61,7 +62,7 @@ def test_progress_follows_the_node_from_pending_to_done():
         n = node(labels, allocatable)
         n["metadata"]["resourceVersion"] = str(version + 1)
         seen.append(progress(n, CHANGE)[0])
-    assert seen == ["pending", "pending", "done"]
+    assert seen == [WAITING, WAITING, READY]
 
 
 def test_window_starts_a_node_as_soon_as_one_in_flight_is_done():
