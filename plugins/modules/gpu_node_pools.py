@@ -138,8 +138,7 @@ options:
                 description: Refuse a container that asks for more than one replica (the default for MPS); V(false) needs device plugin v0.20.0+.
                 type: bool
   operator_namespace:
-    description: Namespace of the GPU Operator. Default is the one the ClusterPolicy reports in C(status.namespace).
-    type: str
+    description: Namespace of the GPU Operator; where the mig-parted and device-plugin ConfigMaps are written.
   mig_configmap:
     description: Name of the mig-parted ConfigMap (key C(config.yaml)) the ClusterPolicy's C(migManager.config) points at.
     type: str
@@ -194,12 +193,9 @@ options:
       - Wait for every changed node to finish (MIG state success and allocatable as planned).
       - V(false) sends a node's MIG and device plugin labels in one patch (nothing would come between them) and
         returns once they are written.
-    type: bool
-    default: true
   timeout:
     description: Seconds one call waits for its nodes (from O(wait_started) when set; without O(limit_nodes), per batch
       of C(max_unavailable) nodes of a pool), and for the operands to mount the new ConfigMaps.
-    type: int
     default: 900
   parallel_writes:
     description:
@@ -222,6 +218,8 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubegpu.platform.wait
+  - kubegpu.platform.wait.optional
+  - kubegpu.platform.inputs.operator_namespace
 attributes:
   check_mode:
     support: full
@@ -317,6 +315,10 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     apply_object,
     change_report,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import (
+    OPERATOR_NAMESPACE_ARG_SPEC,
+    operator_namespace,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.module import KubegpuModule
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.parallel import DEFAULT_PARALLEL_WRITES
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.rollout import roll_out, side_by_side
@@ -368,7 +370,7 @@ def observe(module):
                                   "kubegpu.platform.gpu_operator), then share GPUs per pool")
         return seen
     policy = sorted(policies, key=lambda p: p["metadata"].get("creationTimestamp") or "")[0]
-    namespace = module.params["operator_namespace"] or (policy.get("status") or {}).get("namespace")
+    namespace = operator_namespace(module.params, policy)
     seen["policy"] = policy
     if not namespace:
         seen["policy_problem"] = "ClusterPolicy {0} reports no status.namespace yet: set operator_namespace".format(
@@ -485,7 +487,7 @@ def run(module):
         # Checked on every call, not only the one that wrote: a wait spread over rounds starts again here.
         target = Target("apps/v1", "DaemonSet", namespace=seen["namespace"],
                         title="GPU Operator operands in " + seen["namespace"], watch=True)
-        result.update(change_report(changes, diff=module._diff))
+        result.update(change_report(changes))
         outcome = module.wait_for(target, operand_configs({
             DEVICE_PLUGIN_DAEMONSET: ("config", params["device_plugin_configmap"]),
             MIG_MANAGER_DAEMONSET: ("mig-parted-config", params["mig_configmap"])}), result, interval=1.0)
@@ -497,7 +499,7 @@ def run(module):
         try:
             failure = roll_out(module, seen["nodes"], plan, busy, changes, batch or params, rollout)
         except RoundOver as over:
-            result.update(change_report(changes, diff=module._diff))
+            result.update(change_report(changes))
             result.update(ready=False, progress=over.progress, rollout=rollout)
             return result
     if not failure:
@@ -511,7 +513,7 @@ def run(module):
             if cm["data_final"] != cm["data"]:
                 changes.append(apply_configmap(module.cluster, cm["name"], cm["namespace"], cm["data_final"],
                                                module.check_mode, field_manager=NODE_POOLS_FIELD_MANAGER))
-    result.update(change_report(changes, diff=module._diff))
+    result.update(change_report(changes))
     result["rollout"] = rollout
     result["finished"] = bool(finished and not failure)
     if getattr(module, "progress", None):
@@ -525,7 +527,6 @@ def main():
     module = KubegpuModule(
         argument_spec={
             "pools": {"type": "list", "elements": "dict", "required": True, "options": copy.deepcopy(POOL_OPTIONS)},
-            "operator_namespace": {"type": "str"},
             "mig_configmap": {"type": "str", "default": "kubegpu-mig-parted-config"},
             "device_plugin_configmap": {"type": "str", "default": "kubegpu-device-plugin-config"},
             "drain_gpu_pods": {"type": "bool", "default": False},
@@ -534,13 +535,13 @@ def main():
             "limit_nodes": {"type": "list", "elements": "str"},
             "carry_nodes": {"type": "list", "elements": "str"},
             "return_when": {"type": "str", "default": "done", "choices": ["done", "started"]},
-            "wait": {"type": "bool", "default": True},
-            "timeout": {"type": "int", "default": 900},
             "parallel_writes": {"type": "int", "default": DEFAULT_PARALLEL_WRITES},
             "refuse_empty_pools": {"type": "bool", "default": False},
         },
+        shared=(OPERATOR_NAMESPACE_ARG_SPEC,),
         supports_check_mode=True,
         waits=True,
+        timeout=900,
     )
     module.run(run)
 
