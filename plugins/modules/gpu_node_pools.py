@@ -455,8 +455,8 @@ def plan_run(module):
     # ConfigMaps are written.
     if any(c["mig_change"] for e in plan["pools"] + [plan["released"]] for c in e["node_changes"].values()):
         # The API server leaves out finished pods and the GPU Operator's own: its operands hold no GPU (mig-manager
-        # stops them itself), and on a large cluster they are several pods per node (20,000 on 5,000 nodes, most
-        # of a 5,000-node plan's time when listed whole).
+        # stops them itself), and on a large cluster they are several pods per node, most of a plan's time when listed
+        # whole (docs/performance.md, "Reads are lists").
         busy = check_gpu_pods(plan, module.cluster.list("v1", "Pod", field_selector=(
             "status.phase!=Succeeded,status.phase!=Failed,metadata.namespace!=" + seen["namespace"])))
     if busy and not params["drain_gpu_pods"]:

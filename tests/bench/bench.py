@@ -142,7 +142,7 @@ class Bench:
 
     def env(self) -> dict:
         # JSON on one line: the output is parsed for the tasks' times, not read, and the callback's indented dump of a
-        # 1,000-node roll-out's results (9 MB) took 0.9 s at the playbook's end, in the time measured.
+        # large roll-out's results took a measurable part of the time measured (docs/performance.md).
         return dict(self.dc.env(), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_JSON_INDENT="0")
 
     def measure(self, label: str, cmd: list, peak: str | None = None) -> dict:
@@ -314,8 +314,8 @@ def side_by_side(bench: Bench, fleet_file: Path, sample: int | None) -> None:
     # does, the loop never does. The loop writes no configuration either (its ConfigMap edit is left out).
     # The simulated hardware keeps its published pace here, as GPUs do: with the fast knobs, mig-manager's and the
     # device plugin's own 1,600 to 2,000 node writes (since they react from a watch) fell within the same seconds as
-    # the 1,000 label patches, on the two cores the API server shares with them and their Python (measured
-    # 2026-12-06: 19.5 to 23.6 s, against 12.8 s for the same module with the simulators of 2026-12-03).
+    # the 1,000 label patches, on the two cores the API server shares with them and their Python
+    # (docs/performance.md, "Where the figures behind the code live").
     bench.fresh_fleet(fleet_file)
     bench.knobs(PUBLISHED)
     row("first converge, labels only")["configuration"] = bench.module(
@@ -441,7 +441,7 @@ def scale(bench: Bench) -> None:
     bench.rows[("5000", "plan")] = {"collection": bench.module("gpu_node_pools: plan (check mode)", args, check=True)}
     # wait: false - the labels and the configuration are written, the operands' roll-out is not waited for: the
     # device plugin's restart over 5,000 simulated pods is kube-controller-manager's and kwok's work on 2 cores
-    # (over 6 minutes, measured 2026-12-01), not the collection's. The 1,000-node part and the roll-out measure waits.
+    # (minutes: docs/performance.md), not the collection's. The 1,000-node part and the roll-out measure waits.
     quick = dict(args, wait=False)
     bench.rows[("5000", "converge")] = {"collection": bench.module("gpu_node_pools: converge (wait: false)", quick)}
     bench.rows[("5000", "no-op")] = {"collection": bench.module("gpu_node_pools: no-op (wait: false)", quick)}

@@ -63,7 +63,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.states i
 
 PROGRESS_LOG_ENV = "KUBEGPU_PROGRESS_LOG"
 # A progress line names each item not ready up to this many; beyond, it counts them per detail (DETAIL_GROUPS
-# details at most, NAMED_LONGEST of each named): a line listing 250 nodes in flight was 14 KB, once a second.
+# details at most, NAMED_LONGEST of each named): a line listing every node of a large batch in flight is too long
+# to read, printed once a second (docs/performance.md, "Where the figures behind the code live").
 NAMED_ITEMS = 10
 DETAIL_GROUPS = 5
 NAMED_LONGEST = 3

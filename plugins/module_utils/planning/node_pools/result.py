@@ -10,15 +10,15 @@ __metaclass__ = type
 
 # What a node's entry in the returned plan says: its labels before and after, whether its MIG changes, its
 # allocatable before and after. The rest of a node_changes entry is the roll-out's own bookkeeping (its steps, waits
-# and resume point), left out of the result: on 5,000 nodes it was half the plan, and Ansible carries, scrubs and
-# prints every byte of a result.
+# and resume point), left out of the result: Ansible carries, scrubs and prints every byte of a result
+# (docs/performance.md, "A result carries what users read, once").
 SHOWN_NODE_FIELDS = ("labels", "before", "mig_change", "allocatable_before", "allocatable_after")
 
 
 def shown(plan, params):
     """The plan as the module returns it (SHOWN_NODE_FIELDS per node); None stays None. A call limited to a batch
     shows the changes of its own nodes (limit_nodes, carry_nodes): the role's batch calls would otherwise each return
-    the whole fleet's again (600 KB on 1,000 nodes, carried by Ansible and by AWX as a job event)."""
+    the whole fleet's again, carried by Ansible and by AWX as a job event (docs/performance.md)."""
     if plan is None:
         return None
     only = set(params.get("limit_nodes") or []) | set(params.get("carry_nodes") or []) \
