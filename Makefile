@@ -9,6 +9,9 @@ BIN := $(VENV)/bin
 COLLECTIONS := .cache/collections
 SANITY_TREE := .cache/sanity/ansible_collections/kubegpu/platform
 FLEET ?= tools/devcluster/fleets/default.yaml
+# The demo's capacity report: under the git-ignored .cache/, which cluster-down (it removes .devcluster/) and clean
+# leave alone, so the page outlives the cluster it describes and the next demo reports what changed since.
+DEMO_REPORT := .cache/demo-report
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export DEVCLUSTER := PYTHONPATH=tools/devcluster $(BIN)/python -m kubegpu_devcluster
 
@@ -45,8 +48,9 @@ cluster-down: venv
 
 demo: cluster-up
 	K8S_AUTH_KUBECONFIG=$(CURDIR)/.devcluster/kubeconfig $(BIN)/ansible-playbook \
-	  -i examples/demo/inventory.yml kubegpu.platform.site -e report_dir=$(CURDIR)/.devcluster/report
-	@echo "Capacity report: file://$(CURDIR)/.devcluster/report/capacity.html (JSON: .devcluster/report/capacity.json)"
+	  -i examples/demo/inventory.yml kubegpu.platform.site -e report_dir=$(CURDIR)/$(DEMO_REPORT)
+	@echo "Capacity report: file://$(CURDIR)/$(DEMO_REPORT)/capacity.html (JSON: $(DEMO_REPORT)/capacity.json;" \
+	  "kept by make cluster-down and make clean)"
 
 unit: collection
 	$(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
