@@ -11,7 +11,7 @@ short_description: The figures of a GPU capacity report document, without the ti
 version_added: 0.1.0
 description:
   - Returns a document built by P(kubegpu.platform.capacity_report#filter) without C(generated_at),
-    C(previous_generated_at) and C(changes): what two reports of an unchanged cluster have in common.
+    C(previous_generated_at) and C(changes), that is what two reports of an unchanged cluster have in common.
   - The report role rewrites its files only when these differ from the report on disk, so a run against a cluster
     whose figures did not change reports no change.
 author:
