@@ -59,7 +59,7 @@ unit: collection
 # files (plus new, unignored ones), so that caches and the venv are not scanned.
 sanity: collection
 	rm -rf $(SANITY_TREE) && mkdir -p $(SANITY_TREE)
-	git ls-files -co --exclude-standard -z | xargs -0 -I{} cp --parents {} $(SANITY_TREE)/ 2>/dev/null || true
+	git ls-files -co --exclude-standard -z | xargs -0 -I{} cp -P --parents {} $(SANITY_TREE)/ 2>/dev/null || true
 	tools/seed-ansible-test.sh $(BIN)/python
 	# ansible-test finds collection dependencies beside the collection under test.
 	ln -sfn $(CURDIR)/$(VENV)/lib/python3.11/site-packages/ansible_collections/kubernetes .cache/sanity/ansible_collections/kubernetes

@@ -50,4 +50,3 @@ def eviction_env(env, wanted):
     if index is None or env[index].get("value") != DRA_PLUGIN_LABEL:
         return None
     return env[:index] + env[index + 1:]
-

@@ -107,7 +107,6 @@ def test_ansible_spellings_of_booleans_and_numbers_pass_as_the_roles_accept_them
     assert check_inventory(variables, ALL) == {}
 
 
-
 def test_an_unknown_key_is_reported_with_the_problems_the_rest_has_without_it():
     # The pool's misspelt key hides nothing: pool_spec still judges the pool as the stage would read it.
     pool = {"name": "a", "selector": {"matchLabels": {"a": "b"}}, "sharing": {
