@@ -45,7 +45,7 @@ class ActionModule(ActionBase):
         dummy, args = self.validate_argument_spec(argument_spec=spec)
         # Plain JSON values, as the module receives them: the checks compare types (an integer, a string).
         variables = json.loads(json.dumps(args["variables"] or {}, default=str))
-        stages, variables, errors, checked = check_inventory_of(variables, args["stages"])
+        stages, dummy, errors, checked, dummy = check_inventory_of(variables, args["stages"])
         result.update(changed=False, errors=errors, checked=checked, platform="", requirements=[])
         if errors:
             result.update(failed=True, msg=failure_message(errors, stages))

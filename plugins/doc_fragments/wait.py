@@ -26,7 +26,8 @@ options:
         RV(progress) instead of failing, and is meant to be called again by the task's C(until) loop, so that Ansible
         prints a RETRYING line each round (live in AWX) and each round's result carries the progress.
       - V(0) waits up to O(timeout) in this one call.
-      - 'In a role: C(until: result.ready), C(retries) of O(timeout) / O(wait_round) plus one, C(delay: 1), and
+      - 'In a role: C(until: result.ready), C(retries) of O(timeout) / O(wait_round) plus one (filter
+        P(kubegpu.platform.wait_retries#filter)), C(delay: 1), and
         O(wait_started) set once before the task.'
     type: int
     default: 0

@@ -220,11 +220,11 @@ def check_cel(cluster, variables, served_versions):
 
 
 def run(module):
-    stages, variables, errors, checked = check_inventory_of(module.inventory, module.params["stages"])
+    stages, variables, errors, checked, unjudged = check_inventory_of(module.inventory, module.params["stages"])
     platform, requirements = "", []
-    # The cluster is judged for the stages whose variables passed: a broken variable would only repeat its error.
-    broken = set(errors)
-    sound = [s for s in stages if not broken.intersection(variables_of([s]))]
+    # The cluster is judged for the stages whose variables could be judged: a broken variable would only repeat its
+    # error. One whose only problem is an unknown key is judged without it, as the stage would run.
+    sound = [s for s in stages if not unjudged.intersection(variables_of([s]))]
     if module.params["cluster"] and sound:
         observed = observe(module.cluster, variables, sound)
         platform = observed["platform"]

@@ -3,8 +3,9 @@
 Three pools converged through gpu_node_pools on the default fleet: MIG (llm-h100), time-slicing (embed-l40s) and
 whole GPUs (whole-h200); the A100 node stays in no pool. Pods ask for a MIG profile, time-sliced units and whole
 GPUs; one asks for more 3g.40gb slices than any node has and stays Pending. The report's figures are checked
-against what the test reads from the API itself, then its changes after a pod goes, its ConfigMap store, and its
-HTML page in a real headless browser (Debian's chromium: make browser).
+against what the test reads from the API itself, then its changes after a pod goes, a run with nothing changed
+(no task changed, files left as they are), its ConfigMap store, and its HTML page in a real headless browser
+(Debian's chromium: make browser).
 """
 from __future__ import annotations
 
@@ -152,6 +153,16 @@ def test_report_numbers_changes_and_stores(placed):
     assert {"pool": "whole-h200", "field": "requested", "resource": GPU, "before": 2, "after": 0} in report2["changes"]
     assert "  whole-h200: idle nvidia.com/gpu 6 -> 8 (+2)" in task_result(again, "Print the report")["msg"]
 
+    # Nothing changed since: the files are left as they are and no task reports a change (an AWX drift job).
+    files = {name: (folder / name).read_bytes() for name in ("capacity.json", "capacity.html")}
+    same = _run(dc, folder)
+    assert same["stats"]["localhost"]["changed"] == 0, same["stats"]
+    for task in ("Write the report as JSON", "Write the HTML page"):
+        assert task_result(same, task)["changed"] is False, task
+    assert {name: (folder / name).read_bytes() for name in files} == files
+    assert "figures unchanged since the report of " + report2["generated_at"] in \
+        task_result(same, "Say where the report is")["msg"]
+
     # AWX: the previous report in a ConfigMap. Check mode writes nothing; a run writes that ConfigMap only,
     # and the next run (a fresh folder, as a fresh AWX container would have) compares with it.
     store = {"report_previous_store": "configmap", "report_previous_configmap": {"namespace": NS}}
@@ -163,9 +174,11 @@ def test_report_numbers_changes_and_stores(placed):
     writes = dc.audit.writes(mark)
     assert writes and all((w.resource, w.namespace, w.name) == ("configmaps", NS, "kubegpu-capacity-report")
                           for w in writes), [str(w) for w in writes]
+    mark = dc.audit.mark()
     _run(dc, folder / "awx-2", "-e", json.dumps(store))
     awx = json.loads((folder / "awx-2" / "capacity.json").read_text())
     assert awx["changes"] == [] and awx["previous_generated_at"]
+    assert dc.audit.writes(mark) == []                     # the same figures: the ConfigMap is left as it is
 
 
 CHROMIUM = shutil.which("chromium")

@@ -261,7 +261,6 @@ class Retrier(object):
         self.policy = policy or RetryPolicy()
         self.clock, self.sleep, self.log = clock, sleep, log
         self.counts = dict((k, 0) for k in FAULTS)
-        self.last_fault = None
         # Per thread: writes sent side by side (parallel.py) each retry on their own, and a request nested in
         # one thread's write is not taken for nested in another's.
         self._local = threading.local()
@@ -298,7 +297,6 @@ class Retrier(object):
                 fault = classify(exc)
                 if fault is None or (fault.kind == CONFLICT and not retry_conflicts):
                     raise
-                self.last_fault = fault
                 failures += 1
                 if fault.maybe_applied and not resend and verify is None:
                     raise ApiRetryError(

@@ -288,11 +288,6 @@ def _checked_profiles(model, profiles, subject):
     return tuple((profile.name, counts[profile]) for profile in catalog.profiles if profile in counts)
 
 
-def _fits(counts):
-    """True when counts keep to every per-profile maximum and can be placed."""
-    return all(count <= profile.max_count for profile, count in counts.items()) and _places(counts)
-
-
 def _places(counts):
     """True when every instance gets one of its start slices without sharing a memory slice.
 

@@ -14,7 +14,6 @@ import shutil
 import signal
 import ssl
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -290,8 +289,3 @@ def _wait_gone(pids, timeout: float) -> list:
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.05)
-
-
-def main_down() -> None:  # pragma: no cover - CLI glue
-    down(paths.state_dir())
-    print("devcluster stopped", file=sys.stderr)

@@ -20,8 +20,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
-
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_PLUGIN_LABEL
 
 EVICTION_ENV = "NODE_LABEL_FOR_GPU_POD_EVICTION"
@@ -52,14 +50,3 @@ def eviction_env(env, wanted):
     if index is None or env[index].get("value") != DRA_PLUGIN_LABEL:
         return None
     return env[:index] + env[index + 1:]
-
-
-def set_manager_env(policy, env):
-    """Put env into a copy of the ClusterPolicy's spec.driver.manager (removing the key when env is empty)."""
-    policy = copy.deepcopy(policy)
-    manager = policy.setdefault("spec", {}).setdefault("driver", {}).setdefault("manager", {})
-    if env:
-        manager["env"] = env
-    else:
-        manager.pop("env", None)
-    return policy

@@ -25,7 +25,6 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.settings import ALERT_NAMES
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     GPU_RESOURCE,
     MIG_RESOURCE_PREFIX,
@@ -169,8 +168,3 @@ def alert_rules(settings, pools=()):
 def rule_groups(settings, pools=()):
     """The spec.groups of the PrometheusRule (also what a rules file for promtool holds)."""
     return [{"name": GROUP_NAME, "rules": alert_rules(settings, pools)}]
-
-
-def catalogue_names():
-    """The alert names rules.py builds, in order (kept equal to settings.ALERT_NAMES by a unit test)."""
-    return ALERT_NAMES

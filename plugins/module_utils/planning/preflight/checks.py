@@ -58,8 +58,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.pool
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.preflight.inventory import (
     INVENTORY,
     as_bool,
-    check_inventory,
     describe,
+    judge_inventory,
     serving_message,
     variables_of,
 )
@@ -93,15 +93,18 @@ ARGUMENT_SPEC = {
 
 
 def check_inventory_of(variables, stages):
-    """The inventory half of the preflight: (stages in run order, the variables set, errors, checked).
+    """The inventory half of the preflight: (stages in run order, variables, errors, checked, unjudged).
 
-    The module runs it before it reads the cluster; with cluster: false the action plugin runs it alone on the
-    controller, with no module to start (a playbook that judges the cluster in its own first task, node_pools)."""
+    variables are the variables set, as judged: unknown keys left out, so the cluster is judged as if they were
+    absent (judge_inventory); unjudged names the variables whose problems keep the cluster checks that read them
+    from running. The module runs it before it reads the cluster; with cluster: false the action plugin runs it
+    alone on the controller, with no module to start (a playbook that judges the cluster in its own first task,
+    node_pools)."""
     stages = [s for s in STAGE_ORDER if s in stages]
     variables = dict((k, v) for k, v in (variables or {}).items() if v is not None)
-    errors = check_inventory(variables, stages)
+    judgement = judge_inventory(variables, stages)
     checked = dict((stage, ["inventory: " + ", ".join(variables_of([stage]))]) for stage in stages)
-    return stages, variables, errors, checked
+    return stages, judgement.variables, judgement.errors, checked, judgement.unjudged
 
 
 def failure_message(errors, stages):

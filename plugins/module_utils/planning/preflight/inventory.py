@@ -12,7 +12,8 @@ closest valid key; types; choices) and then hands each variable that passed to t
 it (pool_spec for the pools, cluster_policy for ClusterPolicy fields, the DRA claim templates and driver values,
 serving/spec.py for kubegpu_serving, and serving/models.py for the models' placement and sizing that the inventory
 alone decides), so each rule stays where it lives. Errors are collected, not raised: {variable: [message, ...]}, each message
-starting with the path the user wrote (kubegpu_gpu_operator.timeout: expected an integer, got 'soon').
+starting with the path the user wrote (kubegpu_gpu_operator.timeout: expected an integer, got 'soon'). An unknown
+key is reported and the rest judged without it (judge_inventory), so what its absence causes shows in the same run.
 
 A variable of a stage still being built (FUTURE) is accepted as it is until its entry joins INVENTORY.
 """
@@ -22,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import inspect
+from collections import namedtuple
 from collections.abc import Mapping
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator import cluster_policy
@@ -282,8 +284,23 @@ def check_inventory(variables, stages):
     absent takes its defaults. A kubegpu_* name that is not a variable of the collection but close to one is a
     misspelling, reported under that name.
     """
+    return judge_inventory(variables, stages).errors
+
+
+# errors: check_inventory's. variables: the variables as the stages will read them, every unknown key left out.
+# unjudged: the variables with a problem other than unknown keys, which later checks skip (they would only repeat it).
+Judgement = namedtuple("Judgement", "errors variables unjudged")
+
+
+def judge_inventory(variables, stages):
+    """check_inventory, with the variables as judged and the ones that could not be (a Judgement).
+
+    An unknown key (a misspelling, most often) is reported, and the rest is judged as if it were absent: the
+    collection ignores it, so the problems its absence causes (an acknowledgement that did not take, a default that
+    does not fit) belong to the same run, not to the next one.
+    """
     variables = dict(variables or {})
-    errors = {}
+    errors, unjudged = {}, set()
     known = list(INVENTORY) + list(FUTURE)
     for name in sorted(variables):
         if name not in known:
@@ -294,17 +311,37 @@ def check_inventory(variables, stages):
         if name not in variables or variables[name] is None:
             continue
         problems = check_value(name, variables[name], INVENTORY[name])
-        if not problems:
-            problems = _STAGE_CHECKS.get(name, lambda value: [])(variables[name])
+        variables[name] = known_part(variables[name], INVENTORY[name])
+        if check_value(name, variables[name], INVENTORY[name]):
+            unjudged.add(name)  # its shape is wrong: the stage's own checks need it right
+        else:
+            stage_problems = _STAGE_CHECKS.get(name, lambda value: [])(variables[name])
+            if stage_problems:
+                unjudged.add(name)
+                problems = problems + stage_problems
         if problems:
             errors[name] = problems
     checked = variables_of(stages)
     for name, reads, check in _CROSS_CHECKS:
-        if name in checked and not errors.get(name) and not any(errors.get(read) for read in reads):
+        if name in checked and name not in unjudged and not unjudged.intersection(reads):
             problems = check(variables)
             if problems:
-                errors[name] = problems
-    return errors
+                errors.setdefault(name, []).extend(problems)
+                unjudged.add(name)
+    return Judgement(errors, variables, unjudged)
+
+
+def known_part(value, spec):
+    """value without the keys its spec entry does not know, at any depth: what the collection reads of it."""
+    options = spec.get("options")
+    if options is None:
+        return value
+    if spec.get("type") == "dict" and isinstance(value, Mapping):
+        return dict((key, known_part(item, options[key])) for key, item in value.items() if key in options)
+    if spec.get("type") == "list" and spec.get("elements") == "dict" and isinstance(value, (list, tuple)):
+        entry = {"type": "dict", "options": options}
+        return [known_part(item, entry) for item in value]
+    return value
 
 
 def check_value(path, value, spec):

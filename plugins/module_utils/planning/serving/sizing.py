@@ -147,7 +147,6 @@ class ModelNeed:
     parameters: int
     embedding_parameters: int
     precision: str
-    weight_bytes_per_parameter: float
     kv_cache_dtype: str
     kv_cache_bytes_per_element: int
     activation_bytes: int
@@ -404,7 +403,6 @@ def size_model(parameters=None, precision=None, context=None, concurrency=1, arc
         parameters=int(parameters),
         embedding_parameters=int(embedding_parameters),
         precision=precision,
-        weight_bytes_per_parameter=per_parameter,
         kv_cache_dtype=kv_dtype,
         kv_cache_bytes_per_element=kv_bytes,
         activation_bytes=activation_bytes,

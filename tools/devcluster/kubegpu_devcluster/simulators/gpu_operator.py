@@ -155,9 +155,6 @@ class GpuOperatorSimulator(Simulator):
         deployments = self.api("Deployment").get(label_selector="app.kubernetes.io/component=gpu-operator").items
         return sorted(d.metadata.namespace for d in deployments)[0] if deployments else None
 
-    def _operator_running(self) -> bool:
-        return self._operator_namespace() is not None
-
     def reconcile(self, kind, key, obj):
         if kind != "ClusterPolicy":
             policies = self.api("ClusterPolicy").get().items

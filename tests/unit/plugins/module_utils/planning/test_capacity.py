@@ -11,7 +11,9 @@ import json
 import os
 
 import pytest
+from ansible.errors import AnsibleFilterError
 
+from ansible_collections.kubegpu.platform.plugins.filter.capacity_figures import FilterModule as FigureFilters
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.capacity import (
     NO_POOL,
     capacity_changes,
@@ -24,6 +26,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.c
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.report.capacity_text import capacity_lines
 
 from pool_builders import H100, L40S, node
+
+capacity_figures = FigureFilters().filters()["capacity_figures"]
 
 POOL = "kubegpu.io/node-pool"
 GPU = "nvidia.com/gpu"
@@ -128,6 +132,18 @@ def test_same_cluster_twice_changes_nothing():
     first = json.loads(json.dumps(document()))            # as read back from the JSON file
     second = document(at="2026-11-30T11:00:00Z", previous=first)
     assert second["changes"] == [] and second["previous_generated_at"] == "2026-11-30T10:00:00Z"
+
+
+def test_figures_leave_out_when_a_report_was_made_and_what_changed_before_it():
+    first = json.loads(json.dumps(document(previous=json.loads(json.dumps(document(pods=PODS[:2]))))))
+    second = document(at="2026-11-30T11:00:00Z", previous=first)
+    assert first["changes"] and second["changes"] == []
+    assert capacity_figures(second) == capacity_figures(first)
+    assert set(capacity_figures(second)) == {"schema", "cluster", "pools", "unplaceable", "teams"}
+    assert capacity_figures(document(pods=PODS[:3])) != capacity_figures(first)   # a pod fewer: a figure changed
+    assert capacity_figures({}) != capacity_figures(first)                        # no report on disk yet
+    with pytest.raises(AnsibleFilterError, match="expects a capacity report document"):
+        capacity_figures("{}")
 
 
 def test_changes_name_pool_field_resource_and_both_values():

@@ -14,6 +14,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.prefligh
     INVENTORY,
     check_inventory,
     describe,
+    judge_inventory,
     leaf_paths,
     spec_at,
 )
@@ -104,6 +105,33 @@ def test_future_stage_variables_are_accepted_as_they_are():
 def test_ansible_spellings_of_booleans_and_numbers_pass_as_the_roles_accept_them():
     variables = {"kubegpu_gpu_operator": {"wait": "yes", "timeout": "120", "version": 26.7}}
     assert check_inventory(variables, ALL) == {}
+
+
+def test_an_unknown_key_is_reported_with_the_problems_the_rest_has_without_it():
+    # The pool's misspelt key hides nothing: pool_spec still judges the pool as the stage would read it.
+    pool = {"name": "a", "selector": {"matchLabels": {"a": "b"}}, "sharing": {
+        "strategy": "time-slicing", "time_slicing": {"replicas": 1, "replcas": 4}}}
+    problems = check_inventory({"kubegpu_node_pools": [pool]}, ALL)["kubegpu_node_pools"]
+    assert len(problems) == 2, problems
+    assert "kubegpu_node_pools[0] (a).sharing.time_slicing: unknown key 'replcas' (did you mean 'replicas'?)" \
+        in problems[0]
+    assert "kubegpu_node_pools[0]: pool 'a': sharing.time_slicing.replicas is 1" in problems[1]
+
+
+POOL = {"name": "a", "selector": {"matchLabels": {"a": "b"}}, "sharing": {"strategy": "none"}}
+
+
+def test_the_variables_are_judged_without_their_unknown_keys():
+    variables = {"kubegpu_dra": {"acknowledge_tech_preview": True, "driver": {"log_verbosity": 4, "verbose": 1}},
+                 "kubegpu_node_pools": [dict(POOL, colour="red")]}
+    judged = judge_inventory(variables, ["dra"])
+    assert judged.variables["kubegpu_dra"] == {"driver": {"log_verbosity": 4}}
+    assert judged.variables["kubegpu_node_pools"] == [POOL]
+    assert sorted(judged.errors) == ["kubegpu_dra", "kubegpu_node_pools"]
+    assert judged.unjudged == set()
+    assert variables["kubegpu_dra"]["acknowledge_tech_preview"] is True  # the caller's variables are left as they are
+    judged = judge_inventory({"kubegpu_dra": {"acknowledge_tech_preview": True, "timeout": "soon"}}, ["dra"])
+    assert judged.unjudged == {"kubegpu_dra"}
 
 
 # -- no drift: the inventory spec and the roles' defaults and argument specs describe the same keys

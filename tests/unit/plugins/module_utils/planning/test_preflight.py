@@ -248,3 +248,59 @@ def test_tenancy_quotas_are_judged_against_the_pools_as_the_inventory_wants_them
     fewer = dict(L40S_POOL, sharing={"strategy": "time-slicing", "time_slicing": {"replicas": 2}})
     judged = check_cluster(dict(variables, kubegpu_node_pools=[fewer]), ["node_pools", "tenancy"], observed())
     assert "the teams' quotas add up to 12 (research: 12), above the 8 the pool offers" in judged["errors"]["tenancy"][0]
+
+
+# -- a misspelt key is reported with the problems its absence causes, in one run
+
+
+class FailedPreflight(Exception):
+    pass
+
+
+class FakeModule:
+    """What preflight.run uses of its module: the inventory, the options, fail_json; no cluster is read here."""
+
+    def __init__(self, variables, stages):
+        self.inventory = variables
+        self.params = {"stages": stages, "cluster": True}
+        self.cluster = None
+
+    def fail_json(self, **result):
+        raise FailedPreflight(result)
+
+
+def test_a_misspelt_key_and_the_refusal_its_absence_causes_come_in_one_report(monkeypatch):
+    from ansible_collections.kubegpu.platform.plugins.modules import preflight
+
+    seen = {}
+
+    def observe(cluster, variables, stages):
+        seen["variables"], seen["stages"] = variables, stages
+        return observed(dra_facts=dict(DRA_FACTS, openshift_version="4.20.3", feature_set="", served_versions=[]))
+
+    monkeypatch.setattr(preflight, "observe", observe)
+    module = FakeModule({"kubegpu_dra": {"acknowledge_tech_preview": True}}, ["dra"])
+    with pytest.raises(FailedPreflight) as failed:
+        preflight.run(module)
+    result = failed.value.args[0]
+    assert seen["stages"] == ["dra"]
+    # The cluster was judged as the dra stage would run: without the key it does not know.
+    assert seen["variables"]["kubegpu_dra"] == {}
+    problems = result["errors"]["kubegpu_dra"] + result["errors"]["dra"]
+    assert any("unknown key 'acknowledge_tech_preview' (did you mean 'acknowledge_tech_preview_no_upgrade'?)" in p
+               for p in problems), problems
+    assert any("TechPreviewNoUpgrade" in p and "irreversible" in p for p in problems), problems
+    assert result["requirements"] == [
+        "set kubegpu_dra.acknowledge_tech_preview_no_upgrade: true, or upgrade to OpenShift 4.21 where DRA is GA"]
+    assert "2 problems found before anything was written" in result["msg"]
+
+
+def test_a_shape_error_still_keeps_the_cluster_checks_of_its_variable_from_running(monkeypatch):
+    from ansible_collections.kubegpu.platform.plugins.modules import preflight
+
+    monkeypatch.setattr(preflight, "observe", lambda cluster, variables, stages: pytest.fail("cluster read"))
+    module = FakeModule({"kubegpu_dra": {"acknowledge_tech_preview": True, "timeout": "soon"}}, ["dra"])
+    with pytest.raises(FailedPreflight) as failed:
+        preflight.run(module)
+    assert list(failed.value.args[0]["errors"]) == ["kubegpu_dra"]
+    assert len(failed.value.args[0]["errors"]["kubegpu_dra"]) == 2

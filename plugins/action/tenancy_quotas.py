@@ -1,0 +1,1 @@
+gpu_node_pools.py
