@@ -14,6 +14,12 @@ __metaclass__  # ansible-test sanity asks every plugin file for it
 FilterModule.filters
 LookupModule
 ModuleDocFragment
+# A doc fragment's parts, read as kubegpu.platform.<fragment>.<part> by the modules' extends_documentation_fragment.
+POOLS
+CLAIM_TEMPLATES
+PLATFORM
+OPERATOR_NAMESPACE
+OPTIONAL
 
 # Read through the names lookup (plugins/lookup/names.py takes every upper-case name of names.py) by the roles.
 REPORT_CONFIGMAP
@@ -38,13 +44,6 @@ KEPT  # uninstall/plan.py: the integration tests' snapshots
 _.why_polling  # cluster/watch.py: why a watched list fell back to polling
 _.polling  # cluster/watch.py
 own_cluster  # tools/devcluster/testing.py: the integration tests that start a cluster of their own
-
-# Under rewrite (issue 42): left to the engineers rewriting these files, who keep or delete them.
-create_object  # plugins/module_utils/cluster/apply.py
-csv_succeeded  # plugins/module_utils/cluster/wait.py
-scaled_to_zero  # plugins/module_utils/cluster/wait.py
-wait_for_nodes  # plugins/module_utils/cluster/wait.py
-platform_changed  # plugins/modules/dra_platform.py
 
 # Called back by a library, by name.
 indentless  # PyYAML's Dumper.increase_indent(flow, indentless), overridden in tools/awx/job_templates.py

@@ -261,7 +261,6 @@ def run(module):
     except (DraError, PoolError) as e:
         module.fail_json(msg=str(e), requirements=list(getattr(e, "requirements", None) or []), changed=False)
     changes = [apply_object(cluster, obj, check, field_manager=DRA_FIELD_MANAGER) for obj in plan["writes"]]
-    platform_changed = any(c.changed for c in changes)
     scc = plan["platform"] == OPENSHIFT and bool(dra_pools) and module.params["openshift_scc"]
     changes += reconcile_scc(cluster, check, scc, driver["release"])
     api_version = plan["api_version"]

@@ -281,43 +281,6 @@ def update_object(cluster, api_version, kind, name, mutate, namespace=None, fiel
     return bool(sent)
 
 
-def create_object(cluster, obj, field_manager=FIELD_MANAGER):
-    """Create `obj` (POST), for objects that must not exist before (server-side apply would adopt them).
-
-    A create is not idempotent: after a try that may have reached the server, the object is read back and
-    the create counts as done only if the object is ours (created under our field manager); AlreadyExists for
-    an object someone else created is an error naming its manager.
-    """
-    kind, name, namespace = _target(obj)
-    resource = cluster.resource(obj["apiVersion"], kind)
-    if resource is None:
-        raise ClusterError("{0} {1}: the API server does not serve {2}".format(kind, name, obj["apiVersion"]))
-    title = _title(name, namespace)
-
-    def ours():
-        live = cluster.get(obj["apiVersion"], kind, name, namespace)
-        if live is None:
-            return False
-        managers = [m.get("manager") for m in (live.get("metadata") or {}).get("managedFields") or []]
-        if field_manager not in managers:
-            raise ClusterError("create {0} {1}: it already exists, created by {2}, not by this run; remove it or "
-                               "pick another name".format(kind, title, ", ".join(m for m in managers if m) or "someone else"))
-        return True
-
-    tries = []
-
-    def send():
-        tries.append(True)
-        return cluster.dynamic.create(resource, body=obj, namespace=namespace, field_manager=field_manager)
-
-    try:
-        cluster.write("create {0} {1}".format(kind, title), send, verify=ours)
-    except DynamicApiError as e:
-        if e.status == 409 and len(tries) > 1 and ours():   # a resend after a success we did not see
-            return
-        raise ClusterError(describe_api_error("create {0} {1}".format(kind, title), e))
-
-
 def _refused(verb, kind, title, api_version, e):
     if getattr(e, "status", None) in (401, 403):
         return describe_api_error("dry-run {0} {1} {2}".format(verb, kind, title), e)

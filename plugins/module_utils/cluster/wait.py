@@ -29,11 +29,9 @@ The API (stable: modules and the serving stage build on it)::
                                                            # with the waiter's message on WaitTimeout/WaitFailed
 
 Predicates judge what the target read. Per kind (use these, or `each(fn, expected)` for a new one):
-`state_ready` (ClusterPolicy, NVIDIADriver: status.state == ready), `csv_succeeded` (CSV phase Succeeded; Failed
-stops the wait with the CSV's reason), `condition(type, status)` (e.g. Ready True, Available True; the failing
-condition's reason and message are in the detail), `field_equals(path, value)` and `scaled_to_zero()` (status.replicas
-0), `node_changes(changes)` (MIG state and allocatable per node), `operand_configs(wanted)` (operand DaemonSets
-mounting their ConfigMaps), `resource_slices(nodes)` (each node publishes a ResourceSlice), `api_served(group)`
+`state_ready` (ClusterPolicy, NVIDIADriver: status.state == ready), `condition(type, status)` (e.g. Ready True,
+Available True; the failing condition's reason and message are in the detail), `node_changes(changes)` (MIG state
+and allocatable per node), `operand_configs(wanted)` (operand DaemonSets mounting their ConfigMaps), `resource_slices(nodes)` (each node publishes a ResourceSlice), `api_served(group)`
 (discovery).
 
 Errors: WaitTimeout and WaitFailed (both WaitError) name the target, what was expected, what was last seen and
@@ -240,23 +238,6 @@ def state_ready():
     return each(fn, "status.state == ready")
 
 
-CSV_FAILED_PHASES = ("Failed",)
-
-
-def csv_succeeded():
-    """ClusterServiceVersion: status.phase == Succeeded; a Failed phase stops the wait with the CSV's reason."""
-    def fn(obj):
-        status = obj.get("status") or {}
-        phase = status.get("phase")
-        if phase == "Succeeded":
-            return READY, "phase Succeeded"
-        detail = "phase {0}".format(phase or "(none yet)")
-        if status.get("reason") or status.get("message"):
-            detail += " (reason {0}): {1}".format(status.get("reason") or "-", status.get("message") or "-")
-        return (FAILED if phase in CSV_FAILED_PHASES else WAITING), detail
-    return each(fn, "status.phase == Succeeded")
-
-
 def condition(type_, status="True", failed_reasons=()):
     """A condition `type_` with `status` (Ready True, Available True); the failing condition's reason and message
     are the detail. A reason in failed_reasons stops the wait."""
@@ -269,29 +250,6 @@ def condition(type_, status="True", failed_reasons=()):
                 return (FAILED if c["reason"] in failed_reasons else WAITING), detail
         return WAITING, "no {0} condition yet".format(type_)
     return each(fn, "condition {0}={1}".format(type_, status))
-
-
-def get_field(obj, path, default=None):
-    for key in path.split("."):
-        if not isinstance(obj, dict) or key not in obj:
-            return default
-        obj = obj[key]
-    return obj
-
-
-def field_equals(path, value, absent=None):
-    """A field (dotted path) equals `value`; an absent field counts as `absent` (status.replicas is omitted at 0)."""
-    def fn(obj):
-        have = get_field(obj, path, absent)
-        return (READY if have == value else WAITING), "{0} {1}".format(path, have)
-    return each(fn, "{0} == {1}".format(path, value))
-
-
-def scaled_to_zero():
-    """A Deployment (or any scalable object) with no replicas left: status.replicas 0 or absent."""
-    pred = field_equals("status.replicas", 0, absent=0)
-    pred.expected = "scaled to zero (status.replicas == 0)"
-    return pred
 
 
 def node_changes(changes):

@@ -169,27 +169,3 @@ def test_update_rereads_on_conflict():
     assert cluster.retrier.counts["conflict"] == 1
 
 
-def test_create_after_lost_answer_is_ours_and_done():
-    cluster = FakeCluster([])
-    sends = []
-
-    def create(resource, body, namespace=None, field_manager=None):
-        sends.append(1)
-        body = dict(body, metadata=dict(body["metadata"], managedFields=[{"manager": field_manager}]))
-        cluster.store[(resource, body["metadata"]["name"])] = body
-        raise RESET
-    cluster.create = create
-    apply.create_object(cluster, CM)
-    assert len(sends) == 1
-
-
-def test_create_finding_someone_elses_object_fails_clearly():
-    cluster = FakeCluster([])
-
-    def create(resource, body, namespace=None, field_manager=None):
-        cluster.store[(resource, body["metadata"]["name"])] = dict(
-            body, metadata=dict(body["metadata"], managedFields=[{"manager": "kubectl-create"}]))
-        raise RESET
-    cluster.create = create
-    with pytest.raises(ClusterError, match="kubectl-create"):
-        apply.create_object(cluster, CM)

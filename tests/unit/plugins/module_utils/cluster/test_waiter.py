@@ -16,8 +16,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait impo
     WaitTimeout,
     api_served,
     condition,
-    csv_succeeded,
-    field_equals,
     operand_configs,
     resource_slices,
     state_ready,
@@ -119,17 +117,6 @@ def test_budget_returns_not_ready_with_progress_and_started_bounds_the_whole_wai
     assert "not ready after 100 s" in str(err.value)
 
 
-def test_csv_failed_phase_stops_with_its_reason():
-    csv = {"metadata": {"name": "gpu.v1"}, "status": {"phase": "Failed", "reason": "InstallCheckFailed",
-                                                      "message": "deployment gpu-operator not available"}}
-    target = Target("operators.coreos.com/v1alpha1", "ClusterServiceVersion", name="gpu.v1", namespace="ns")
-    with pytest.raises(WaitFailed) as err:
-        run([{"metadata": {"name": "gpu.v1"}, "status": {"phase": "Installing"}}, csv], target, csv_succeeded())
-    assert str(err.value) == ("ClusterServiceVersion/ns/gpu.v1: phase Failed (reason InstallCheckFailed): "
-                              "deployment gpu-operator not available for 0 s (expected status.phase == Succeeded; "
-                              "after 2 s)")
-
-
 def test_condition_reports_the_failing_condition_and_not_found():
     isvc = {"metadata": {"name": "llm"}, "status": {"conditions": [
         {"type": "Ready", "status": "False", "reason": "RevisionMissing", "message": "no revision ready"}]}}
@@ -148,14 +135,6 @@ def test_condition_failed_reason_stops():
     with pytest.raises(WaitFailed):
         run([dep], Target("apps/v1", "Deployment", name="d", namespace="n"),
             condition("Progressing", failed_reasons=("ProgressDeadlineExceeded",)))
-
-
-def test_scaled_to_zero_counts_an_absent_replicas_field_as_zero():
-    target = Target("apps/v1", "Deployment", name="llm-predictor", namespace="models")
-    reads = [{"metadata": {"name": "llm-predictor"}, "status": {"replicas": 1}},
-             {"metadata": {"name": "llm-predictor"}, "status": {}}]
-    outcome, dummy = run(reads, target, field_equals("status.replicas", 0, absent=0))
-    assert outcome.ready and outcome.progress["lines"][0].endswith("status.replicas 1 (0 s)")
 
 
 def ds(name, cm):
@@ -267,15 +246,6 @@ def test_state_ready_table():
     assert judge(state_ready(), stale)[0] == WAITING
     stale["metadata"]["generation"] = 2
     assert judge(state_ready(), stale)[0] == READY
-
-
-def test_scaled_to_zero_names_what_it_waits_for():
-    from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.wait import scaled_to_zero
-    target = Target("apps/v1", "Deployment", name="llm-predictor", namespace="models")
-    with pytest.raises(WaitTimeout) as err:
-        run([{"metadata": {"name": "llm-predictor"}, "status": {"replicas": 2}}], target, scaled_to_zero(), timeout=2)
-    assert str(err.value).startswith("Deployment/models/llm-predictor: not ready after 2 s (expected scaled to zero "
-                                     "(status.replicas == 0)); last seen: status.replicas 2 for 2 s")
 
 
 def test_a_line_counts_many_items_per_detail_and_names_the_longest_waiting():
