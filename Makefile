@@ -87,6 +87,8 @@ docs: collection binaries
 	# Generated files: the job templates and docs/awx.md's rule tables, and the charts' RBAC rules, which are
 	# rendered again from the charts with helm (make binaries; the charts beside the repository or KUBEGPU_CHARTS_DIR).
 	$(BIN)/python tools/awx/job_templates.py --check
+	# The node_pools role's pool schema, generated from the gpu_node_pools module's documentation.
+	$(BIN)/python tools/pool_schema.py --check
 	$(BIN)/python tools/awx/chart_rules.py --check
 
 # The collection against the local cluster, after the local cluster's and the simulators' own tests (each suite

@@ -41,7 +41,8 @@ options:
       - The node pools (C(kubegpu_node_pools)). A pool needs C(selector), C(machinesets) or both; with both a node
         must match both. Pools must not overlap.
       - The keys, types and choices below are those of C(POOL_OPTIONS) in C(plugins/module_utils/planning/node_pools/spec.py),
-        which a unit test compares with this documentation.
+        which a unit test compares with this documentation; the node_pools role's argument spec is generated from it
+        (C(tools/pool_schema.py)).
     type: list
     elements: dict
     required: true

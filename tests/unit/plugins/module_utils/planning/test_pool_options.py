@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
-"""The pools' keys, types and choices are written out three times for people (the gpu_node_pools module's
-DOCUMENTATION, the node_pools role's meta/argument_specs.yml) and once for the code (pool_spec.POOL_OPTIONS, which
-the module's argument_spec and the inventory check use): these tests keep them the same."""
+"""The pools' keys, types and choices are written once for people (the gpu_node_pools module's DOCUMENTATION, from
+which tools/pool_schema.py generates the node_pools role's meta/argument_specs.yml) and once for the code
+(node_pools/spec.py's POOL_OPTIONS, which the module's argument_spec and the inventory check use): these tests keep
+them the same."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
