@@ -31,8 +31,8 @@ The API (stable: modules and the serving stage build on it)::
 Predicates judge what the target read. Per kind (use these, or `each(fn, expected)` for a new one):
 `state_ready` (ClusterPolicy, NVIDIADriver: status.state == ready), `condition(type, status)` (e.g. Ready True,
 Available True; the failing condition's reason and message are in the detail), `node_changes(changes)` (MIG state
-and allocatable per node), `operand_configs(wanted)` (operand DaemonSets mounting their ConfigMaps), `resource_slices(nodes)` (each node publishes a ResourceSlice), `api_served(group)`
-(discovery).
+and allocatable per node), `operand_configs(wanted)` (operand DaemonSets mounting their ConfigMaps),
+`resource_slices(nodes)` (each node publishes a ResourceSlice), `api_served(group)` (discovery).
 
 Errors: WaitTimeout and WaitFailed (both WaitError) name the target, what was expected, what was last seen and
 for how long, and how long the wait ran: `ClusterPolicy/cluster-policy: not ready after 1200 s (expected

@@ -167,5 +167,3 @@ def test_update_rereads_on_conflict():
     assert replaced == ["conflict", "2"]                     # the second try carries the version read again
     assert cluster.store[("Node", "a")]["metadata"]["labels"] == {"x": "1", "y": "1"}
     assert cluster.retrier.counts["conflict"] == 1
-
-
