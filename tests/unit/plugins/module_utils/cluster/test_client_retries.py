@@ -8,7 +8,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster import ap
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.client import install_retries, request_name
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.retry import (
     ApiRetryError,
-    ClusterError,
     Retrier,
     RetryPolicy,
 )
