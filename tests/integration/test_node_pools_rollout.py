@@ -136,7 +136,8 @@ def test_failed_node_halts_its_pool_and_the_pools_after_it(operator):
     (name, msg), = _failure(out)
     # Batch 1's task ends once its node has started and batch 2's carries it on (its node waiting for the slot),
     # unless batch 1's first look already saw the failure.
-    batch_tasks = [n for n, dummy in _results(out) if "batch" in n]
+    # (The planning task, which starts batch 1, says "batch" in its name too: only the batch tasks are counted.)
+    batch_tasks = [n for n, dummy in _results(out) if "Roll out pool " in n]
     assert name == batch_tasks[-1] and "pool llm-h100: batch" in name, (name, batch_tasks)
     assert len(batch_tasks) in (1, 2), batch_tasks
     assert "node gpu-h100-000 failed" in msg and "mig.config.state=failed" in msg
@@ -572,9 +573,11 @@ def test_batches_wait_in_rounds_with_progress_and_report_the_change(operator):
     # The planning call starts the first batch (start_first_batch) and returns once its node has started; the first
     # batch's task finds it started and hands it on without a write; the last one is called again until every node
     # is done, and its last round reports them all (one that finished while its next round started among them).
+    # On a loaded machine the node's 4 s MIG change may end before the first batch's task looks: that task then
+    # sends the node's device plugin step (its one write there) instead of handing it on untouched.
     assert plan["rollout"]["llm-h100"]["gpu-h100-000"]["state"] == "started", plan["rollout"]
-    assert first["rollout"]["llm-h100"]["gpu-h100-000"]["state"] == "started", first["rollout"]
-    assert not first["changed"], first["changes"]
+    assert first["rollout"]["llm-h100"]["gpu-h100-000"]["state"] in ("started", "done"), first["rollout"]
+    assert [c["key"] for c in first["changes"]] in ([], ["Node/gpu-h100-000"]), first["changes"]
     assert last["attempts"] > 1 and last["rollout"]["llm-h100"]["gpu-h100-001"]["state"] == "done", last["rollout"]
     for node, result in (("gpu-h100-000", plan), ("gpu-h100-001", last)):
         # The node's label patch is the call's that started it; the last task may first have sent the device plugin
