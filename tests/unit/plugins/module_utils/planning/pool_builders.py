@@ -11,6 +11,11 @@ H100 = "NVIDIA-H100-80GB-HBM3"
 A100 = "NVIDIA-A100-SXM4-80GB"
 L40S = "NVIDIA-L40S"
 
+# A mixed MIG layout on H100 nodes and what an 8-GPU node advertises with it (mig-manager and the device plugin).
+MIXED = {"strategy": "mig", "mig": {"layout": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}}
+MIXED_ALLOCATABLE = {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "16", "nvidia.com/mig-2g.20gb": "8",
+                     "nvidia.com/mig-3g.40gb": "8"}
+
 
 def node(name, product=H100, count=8, labels=None, machine=None, allocatable=None, mig_capable=None):
     """A Node as GFD labels it, with MIG off on MIG-capable GPUs (the operator's default)."""

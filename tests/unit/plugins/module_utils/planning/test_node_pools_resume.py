@@ -11,7 +11,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_poo
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import PoolError
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.rollout import began
 
-from pool_builders import H100, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
+from pool_builders import H100, MIXED, MIXED_ALLOCATABLE, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
 
 POOL = names.POOL_LABEL
 MIG = names.MIG_CONFIG_LABEL
@@ -19,9 +19,6 @@ DP = names.DEVICE_PLUGIN_CONFIG_LABEL
 STATE = names.MIG_STATE_LABEL
 COUNT = names.GPU_COUNT_ANNOTATION
 DRAINED = names.DRAINED_ANNOTATION
-MIXED = {"strategy": "mig", "mig": {"layout": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}}
-MIXED_ALLOCATABLE = {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "16", "nvidia.com/mig-2g.20gb": "8",
-                     "nvidia.com/mig-3g.40gb": "8"}
 
 
 def first(**kwargs):

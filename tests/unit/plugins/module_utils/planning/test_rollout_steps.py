@@ -28,7 +28,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_poo
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.states import FAILED, READY, WAITING
 
-from pool_builders import H100, L40S, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
+from pool_builders import H100, L40S, MIXED, MIXED_ALLOCATABLE, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
 
 POOL = names.POOL_LABEL
 MIG = names.MIG_CONFIG_LABEL
@@ -36,9 +36,6 @@ DP = names.DEVICE_PLUGIN_CONFIG_LABEL
 STATE = names.MIG_STATE_LABEL
 COUNT = names.GPU_COUNT_ANNOTATION
 DRAINED = names.DRAINED_ANNOTATION
-MIXED = {"strategy": "mig", "mig": {"layout": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}}
-MIXED_ALLOCATABLE = {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "16", "nvidia.com/mig-2g.20gb": "8",
-                     "nvidia.com/mig-3g.40gb": "8"}
 SLICED = {"strategy": "time-slicing", "time_slicing": {"replicas": 4}}
 
 
