@@ -49,7 +49,24 @@ class AuditLog:
     def mark(self) -> int:
         """Settle, then return the current end of the log: count events after it with events(since=...)."""
         self.settle()
-        return self.path.stat().st_size if self.path.exists() else 0
+        return self._complete_end()
+
+    def _complete_end(self) -> int:
+        """The offset just past the last whole line: a simulator may be half way through writing the next one."""
+        if not self.path.exists():
+            return 0
+        with open(self.path, "rb") as f:
+            f.seek(0, 2)
+            end = f.tell()
+            while end > 0:
+                step = min(4096, end)
+                f.seek(end - step)
+                chunk = f.read(step)
+                cut = chunk.rfind(b"\n")
+                if cut >= 0:
+                    return end - step + cut + 1
+                end -= step
+        return 0
 
     def settle(self, quiet: float = 0.3, timeout: float = 5.0) -> None:
         """Wait until the log stops growing for `quiet` seconds, so a finished request's event is in it."""
@@ -68,6 +85,8 @@ class AuditLog:
         with open(self.path, "rb") as f:
             f.seek(since)
             for line in f:
+                if not line.endswith(b"\n"):
+                    break   # still being written (the simulators keep the API server busy); not one of ours
                 e = json.loads(line)
                 if e.get("stage") != "ResponseComplete":
                     continue
