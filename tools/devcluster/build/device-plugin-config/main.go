@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,11 +26,13 @@ import (
 	cli "github.com/urfave/cli/v2"
 )
 
-// GPU is one physical GPU of the node: its product name (as NVML reports it; GFD's nvidia.com/gpu.product) and, for
-// a GPU in MIG mode, its MIG devices by profile. MIG nil: MIG disabled; MIG {}: enabled with no devices.
+// GPU is one physical GPU of the node: its product name (as NVML reports it; GFD's nvidia.com/gpu.product), for a
+// GPU in MIG mode its MIG devices by profile (MIG nil: MIG disabled; MIG {}: enabled with no devices), and for a
+// MIG-capable GPU the GPU-instance profiles it supports, in NVML's profile index order.
 type GPU struct {
-	Product string         `json:"product"`
-	MIG     map[string]int `json:"mig"`
+	Product     string         `json:"product"`
+	MIG         map[string]int `json:"mig"`
+	MigProfiles []string       `json:"migProfiles"`
 }
 
 // Node is the --node input.
@@ -235,29 +236,30 @@ func validateFlags(config *spec.Config) error {
 	return nil
 }
 
-// computeInstancePrefix matches a MIG profile whose compute instances differ from its GPU instance ("1c.3g.20gb").
-var computeInstancePrefix = regexp.MustCompile(`^[0-9]+c\.`)
-
-// addDefaultResourcesToConfig follows rm.AddDefaultResourcesToConfig (internal/rm/rm.go). For mixed, upstream
-// visits every MIG profile the node's GPUs support (devicelib.VisitMigProfiles) and names those whose compute
-// instances equal their GPU instances; the checker knows the profiles the node's MIG devices use, which is the set
-// that decides what is advertised (a profile no device uses names a resource with no devices, never advertised).
+// addDefaultResourcesToConfig follows rm.AddDefaultResourcesToConfig (internal/rm/rm.go). For mixed, upstream names
+// a resource after every MIG profile of the node's GPUs (devicelib.VisitMigProfiles, go-nvlib pkg/nvlib/device: per
+// GPU, GPU-instance profiles in NVML's index order, each profile once) whose compute instances equal its GPU
+// instances: --node gives those profiles per GPU in that order (migProfiles). The order decides names, since a
+// pattern matches anywhere in a profile (api/config/v1 ResourcePattern.Matches is not anchored): "1g.10gb", visited
+// before "1g.10gb+me", also takes the +me devices (k8s-device-plugin#1462, fixed after v0.17.4 by #1807).
 func addDefaultResourcesToConfig(config *spec.Config, node *Node) {
 	_ = config.Resources.AddGPUResource("*", "gpu")
 	switch *config.Flags.MigStrategy {
 	case spec.MigStrategySingle:
 		_ = config.Resources.AddMIGResource("*", "gpu")
 	case spec.MigStrategyMixed:
-		profiles := map[string]bool{}
+		visited := map[string]bool{}
 		for _, gpu := range node.GPUs {
-			for profile := range gpu.MIG {
-				if !computeInstancePrefix.MatchString(profile) {
-					profiles[profile] = true
+			profiles := gpu.MigProfiles
+			if profiles == nil { // a GPU described without its profiles: those its MIG devices use
+				profiles = sortedKeys(gpu.MIG)
+			}
+			for _, profile := range profiles {
+				if !visited[profile] {
+					visited[profile] = true
+					_ = config.Resources.AddMIGResource(profile, strings.ReplaceAll("mig-"+profile, "+", "."))
 				}
 			}
-		}
-		for _, profile := range sortedKeys(profiles) {
-			_ = config.Resources.AddMIGResource(profile, strings.ReplaceAll("mig-"+profile, "+", "."))
 		}
 	}
 }
