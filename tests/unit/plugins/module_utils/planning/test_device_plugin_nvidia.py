@@ -23,10 +23,14 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_poo
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import plan_pools
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.spec import Pool, Sharing
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5 + ["tools", "devcluster"])))
-from kubegpu_devcluster import device_plugin_checker as nvidia  # noqa: E402  pylint: disable=import-error,wrong-import-position
-from kubegpu_devcluster import hardware  # noqa: E402  pylint: disable=import-error,wrong-import-position
-from kubegpu_devcluster.simulators.decisions import device_plugin, mig_manager  # noqa: E402  pylint: disable=import-error,wrong-import-position
+# The local cluster's package (tools/devcluster): the checker's runner, the simulated hardware and decisions.
+_DEVCLUSTER = os.path.join(os.path.dirname(__file__), *[os.pardir] * 5 + ["tools", "devcluster"])
+sys.path.insert(0, os.path.abspath(_DEVCLUSTER))
+# pylint: disable=import-error,wrong-import-position
+from kubegpu_devcluster import device_plugin_checker as nvidia  # noqa: E402
+from kubegpu_devcluster import hardware  # noqa: E402
+from kubegpu_devcluster.simulators.decisions import device_plugin, mig_manager  # noqa: E402
+# pylint: enable=import-error,wrong-import-position
 
 from pool_builders import A100, H100, L40S, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
 
@@ -151,7 +155,8 @@ def test_every_pool_of_the_demo_plan_is_read_by_nvidia():
     pools = [
         raw_pool("llm", sharing=dict(MIG_BALANCED, time_slicing={"replicas": 2})),
         raw_pool("single", sharing={"strategy": "mig", "mig": {"layout": "all-1g.10gb"}}),
-        raw_pool("embed", sharing={"strategy": "time-slicing", "time_slicing": {"replicas": 8, "rename_by_default": True}}),
+        raw_pool("embed", sharing={"strategy": "time-slicing",
+                                   "time_slicing": {"replicas": 8, "rename_by_default": True}}),
         raw_pool("batch", sharing={"strategy": "mps", "mps": {"replicas": 4}}),
         raw_pool("plain", sharing={"strategy": "none"}),
         raw_pool("dra", sharing={"strategy": "dra"}),
