@@ -30,9 +30,8 @@ sys.path.insert(0, os.path.abspath(_DEVCLUSTER))
 from kubegpu_devcluster import device_plugin_checker as nvidia  # noqa: E402
 from kubegpu_devcluster import hardware  # noqa: E402
 from kubegpu_devcluster.simulators.decisions import device_plugin, mig_manager  # noqa: E402
+from pool_builders import A100, L40S, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
 # pylint: enable=import-error,wrong-import-position
-
-from pool_builders import A100, H100, L40S, node, raw_pool  # noqa: E402  pylint: disable=wrong-import-order
 
 H200 = "NVIDIA-H200"
 MIG_BALANCED = {"strategy": "mig", "mig": {"layout": "all-balanced"}}
