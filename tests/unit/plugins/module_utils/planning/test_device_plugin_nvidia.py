@@ -17,6 +17,7 @@ import sys
 import pytest
 import yaml
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import chart_spec
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.device_plugin_config import (
     render_device_plugin_config,
 )
@@ -220,3 +221,20 @@ def test_media_extension_devices_in_v0_17_4():
         "nvidia.com/mig-1g.10gb": 6, "nvidia.com/mig-1g.10gb.me": 1}
     text = plan["device_plugin_data"][entry["device_plugin_config"]]
     assert nvidia.check(text, model, gpus).resources == {"nvidia.com/mig-1g.10gb": 7}
+
+
+@pytest.mark.xfail(strict=True, raises=nvidia.Refused,
+                   reason="the collection's ClusterPolicy sets mig.strategy (chart default single), so the operator's "
+                   "MIG_STRATEGY overrides a mixed pool's flags.migStrategy (docs/local-cluster.md)")
+def test_a_mixed_pool_runs_mixed_under_the_collections_cluster_policy():
+    # What the plugin's container gets from the ClusterPolicy the collection writes (applyMIGConfiguration sets
+    # MIG_STRATEGY only when spec.mig.strategy is set). When the ClusterPolicy leaves it to the pools, this passes.
+    strategy = (chart_spec().get("mig") or {}).get("strategy")
+    env = {"MIG_STRATEGY": strategy} if strategy else {}
+    nodes = [member("n", count=2)]
+    plan = plan_pools([raw_pool(sharing=MIG_BALANCED)], nodes)
+    entry = plan["pools"][0]
+    model, gpus = geometry(plan, entry, nodes[0])
+    text = plan["device_plugin_data"][entry["device_plugin_config"]]
+    expected = nonzero(entry["node_changes"]["n"]["allocatable_after"])
+    assert nvidia.check(text, model, gpus, env).resources == expected
