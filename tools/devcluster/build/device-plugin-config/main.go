@@ -114,7 +114,7 @@ func main() {
 		}
 		result, err := advertise(c, flags, node)
 		if err != nil {
-			return err
+			return fmt.Errorf("error starting plugins: %v", err) // cmd/nvidia-device-plugin/main.go start
 		}
 		out, _ := json.MarshalIndent(result, "", "  ")
 		fmt.Println(string(out))
@@ -186,7 +186,7 @@ func advertise(c *cli.Context, flags []cli.Flag, node *Node) (*Result, error) {
 	addDefaultResourcesToConfig(config, node)
 	devices, err := buildDeviceMap(config, node)
 	if err != nil {
-		return nil, fmt.Errorf("error starting plugins: error getting plugins: unable to create plugins: "+
+		return nil, fmt.Errorf("error getting plugins: unable to create plugins: "+
 			"failed to construct resource managers: error building device map: %v", err)
 	}
 	// internal/plugin/mps.go getMPSOptions: a resource that holds a MIG device cannot be shared with MPS.
@@ -194,7 +194,7 @@ func advertise(c *cli.Context, flags []cli.Flag, node *Node) (*Result, error) {
 		for _, ds := range devices {
 			for _, d := range ds {
 				if d.mig {
-					return nil, fmt.Errorf("error starting plugins: error getting plugins: unable to create plugins: " +
+					return nil, fmt.Errorf("error getting plugins: unable to create plugins: " +
 						"failed to create plugin: sharing using MPS is not supported for MIG devices")
 				}
 			}
