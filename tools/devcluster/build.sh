@@ -8,7 +8,9 @@ cache=${KUBEGPU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubegpu}
 
 build_one() {  # <folder under build/>[/<binary>] <main package> [ldflags] [tags]; the binary is named after the folder
   local dir=$here/build/${1%%/*} bin=${1##*/} pkg=$2 ldflags=${3:-} tags=${4:-} key out
-  key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; [ -z "$tags" ] || echo "tags $tags") | sha256sum | cut -c1-12)
+  # A tool of our own (main.go beside go.mod) is keyed by its source too; the others' keys stay as they were.
+  key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; [ -z "$tags" ] || echo "tags $tags"
+          [ ! -f "$dir/main.go" ] || cat "$dir/main.go") | sha256sum | cut -c1-12)
   out=$cache/bin/$bin-$key
   if [ ! -x "$out/$bin" ]; then
     echo "building $bin ($pkg) into $out; the first build takes several minutes" >&2
@@ -41,4 +43,7 @@ build_one toxiproxy github.com/Shopify/toxiproxy/v2/cmd/server  # TCP fault prox
 # reports version "(devel)"; promtool's checks do not depend on it. `remove_all_sd` (Prometheus 3.10+) leaves out the
 # cloud service-discovery plugins (AWS, Azure, GCE... SDKs), which rule checks never use: a shorter cold build.
 build_one promtool github.com/prometheus/prometheus/cmd/promtool "" remove_all_sd
+# NVIDIA's device-plugin config API (github.com/NVIDIA/k8s-device-plugin v0.17.4) behind a small main of ours: what
+# the plugin advertises with each config the collection renders (kubegpu_devcluster/device_plugin_checker.py).
+build_one device-plugin-config .
 echo "$cache/bin"

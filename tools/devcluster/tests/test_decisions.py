@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubegpu_devcluster import device_plugin_checker as nvidia
+from kubegpu_devcluster import hardware
 from kubegpu_devcluster.simulators.decisions import device_plugin, dra_plugin, mig_manager
+from kubegpu_devcluster.simulators.decisions.gpus import applied_geometry, node_model, physical_gpus
 
 CASES = Path(__file__).resolve().parent / "cases"
 
@@ -110,3 +113,73 @@ def test_case(simulator, case):
     assert set(case) == {"why", "input", "output"}, "a case has a one-line why, an input and an output"
     assert isinstance(case["why"], str) and "\n" not in case["why"].strip()
     assert RUNNERS[simulator](case["input"]) == case["output"], case["why"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The device-plugin cases against NVIDIA's own code (kubegpu_devcluster.device_plugin_checker: k8s-device-plugin
+# v0.17.4's config API and the counting of its internal/rm): the simulator advertises what the plugin computes, and
+# refuses (skips, or fails to start on) what the plugin refuses.
+# ---------------------------------------------------------------------------------------------------------------
+
+DEVICE_PLUGIN = [c for c in ALL if c.values[0] == "device-plugin"]
+
+
+def _nonzero(resources: dict) -> dict:
+    """What a plugin registers: a resource the kubelet keeps at 0 is served by no plugin."""
+    return {name: int(n) for name, n in resources.items() if int(n)}
+
+
+def _env(conf: device_plugin.PluginConfig, pods: device_plugin.Pods) -> dict:
+    """The plugin container's MIG_STRATEGY as the simulator reads it. NVIDIA's plugin lets MIG_STRATEGY override
+    the config's flags.migStrategy (api/config/v1 NewConfig: command line, then environment, then file), so the
+    simulator's rule, the config's strategy first, holds where the operator sets no MIG_STRATEGY, i.e. with
+    ClusterPolicy spec.mig.strategy unset (docs/local-cluster.md, "The device plugin and NVIDIA's code")."""
+    return {} if conf.mig_strategy else {"MIG_STRATEGY": pods.strategy}
+
+
+@pytest.mark.parametrize("simulator, case", DEVICE_PLUGIN)
+def test_device_plugin_case_as_nvidia_computes(simulator, case):
+    given = case["input"]
+    node = _node(given["node"])
+    labels, annotations = node["metadata"].get("labels") or {}, node["metadata"].get("annotations") or {}
+    model = node_model(labels)
+    if labels.get("nvidia.com/gpu.present") != "true" or model is None:
+        pytest.skip("the plugin does not act on this node")
+    pods_given = given.get("pods") or {}
+    configs = pods_given.get("configmap")
+    pods = device_plugin.Pods(configs, pods_given.get("default", ""), pods_given.get("mig_strategy", "single"))
+    running = None
+    if "running" in given:
+        key = given["running"]
+        running = device_plugin.Choice(key, device_plugin.parse_config(configs[key]) if key else
+                                       device_plugin.PluginConfig())
+    choice = device_plugin.choose_config(labels.get(device_plugin.CONFIG_LABEL), pods, running)
+    count = physical_gpus(labels, annotations)
+    gpus = applied_geometry(annotations, count) if hardware.gpu(model).mig_capable else [None] * count
+    for key, why in choice.skipped:
+        if why != "not in the ConfigMap":   # a config the simulator refuses, NVIDIA's code refuses too
+            with pytest.raises(nvidia.Refused):
+                nvidia.check(configs[key], model, gpus)
+    text = configs[choice.key] if configs and choice.key else ""
+    strategy = choice.conf.mig_strategy or pods.strategy
+    try:
+        resources, published = device_plugin.advertise(model, count, gpus, choice.conf, strategy)
+    except device_plugin.PluginError:
+        resources = None
+    if resources is None or published.get("nvidia.com/gpu.product", "").endswith("-MIG-INVALID"):
+        # The plugin does not start: MPS on MIG devices, or MIG single over mixed or half-enabled GPUs.
+        with pytest.raises(nvidia.Refused):
+            nvidia.check(text, model, gpus, _env(choice.conf, pods))
+        return
+    assert _as_v0_17_4(_nonzero(resources)) == nvidia.check(text, model, gpus, _env(choice.conf, pods)).resources, \
+        case["why"]
+
+
+def _as_v0_17_4(resources: dict) -> dict:
+    """The simulator names +me MIG devices apart (nvidia.com/mig-1g.10gb.me), as plugins with anchored resource
+    patterns do (k8s-device-plugin#1807); v0.17.4 counts them under the plain profile's resource (#1462)."""
+    folded = {}
+    for name, count in resources.items():
+        base = name[:-len(".me")] if name.startswith("nvidia.com/mig-") and name.endswith(".me") else name
+        folded[base] = folded.get(base, 0) + count
+    return folded

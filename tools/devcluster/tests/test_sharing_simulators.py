@@ -54,7 +54,9 @@ def _time_slicing(replicas: int, rename_by_default: bool = False, kind: str = "t
     block = {"resources": [{"name": "nvidia.com/gpu", "replicas": replicas}]}
     if rename_by_default:
         block["renameByDefault"] = True
-    return yaml.safe_dump({"version": "v1", "flags": {"migStrategy": "mixed"}, "sharing": {kind: block}})
+    # NVIDIA's plugin does not start with MPS under mixed (validateFlags): an MPS config says none, as the collection's.
+    strategy = "none" if kind == "mps" else "mixed"
+    return yaml.safe_dump({"version": "v1", "flags": {"migStrategy": strategy}, "sharing": {kind: block}})
 
 
 PLUGIN_CONFIG = {

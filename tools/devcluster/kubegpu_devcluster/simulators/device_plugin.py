@@ -30,12 +30,16 @@ labels are left as they are (GFD is paused too); they are recomputed once mig-ma
 so allocatable catches up only after mig.config.state=success, as upstream.
 - No sharing: nvidia.com/gpu = GPUs; gpu.replicas=1, gpu.sharing-strategy=none, mps.capable=false.
 - Time-slicing replicas N on nvidia.com/gpu: nvidia.com/gpu = GPUs x N, gpu.replicas=N,
-  gpu.sharing-strategy=time-slicing, gpu.product=<model>-SHARED; with renameByDefault (or `rename`):
-  resource nvidia.com/gpu.shared (or the new name) = GPUs x N, nvidia.com/gpu 0, product unchanged.
-  `devices` as a list of indices (or a number: the first n) shares only those GPUs, the others stay
-  nvidia.com/gpu. gpu.count stays physical.
-- MPS: likewise with gpu.sharing-strategy=mps and mps.capable=true; only nvidia.com/gpu can be shared; MPS
-  with MIG devices: the plugin refuses to start (upstream), so every GPU resource is 0.
+  gpu.sharing-strategy=time-slicing, gpu.product=<model>-SHARED; with renameByDefault: resource
+  nvidia.com/gpu.shared = GPUs x N, nvidia.com/gpu 0, product unchanged. A resource's own `rename` and
+  `devices` are ignored, every device shared, as k8s-device-plugin v0.17.4 does (DisableResourceNamingInConfig).
+  gpu.count stays physical.
+- MPS: likewise with gpu.sharing-strategy=mps and mps.capable=true; a config with both sections runs its mps
+  one. MPS under mixed, or on MIG devices under single: the plugin refuses to start (upstream), so every GPU
+  resource is 0.
+- What a config makes the plugin advertise is checked against NVIDIA's own code, case by case
+  (tools/devcluster/tests/test_decisions.py, kubegpu_devcluster/device_plugin_checker.py); a config it refuses
+  to load is one the simulator skips.
 - MIG, strategy from the config's flags.migStrategy, else MIG_STRATEGY (default single); label
   nvidia.com/mig.strategy=<strategy> on every GPU node, removed for `none` (GFD writes it only then).
   none: MIG ignored, GPUs advertised whole. single: nvidia.com/gpu = MIG devices (x replicas when

@@ -32,49 +32,74 @@ class PluginConfig:
     mig_strategy: str | None = None
     sharing: str | None = None          # "time-slicing" or "mps"
     rename_by_default: bool = False
-    resources: tuple = field(default_factory=tuple)   # ({name, replicas, rename, devices}, ...)
+    resources: tuple = field(default_factory=tuple)   # ({name, replicas}, ...)
 
     def replicated(self, name: str) -> dict | None:
         return next((r for r in self.resources if r["name"] == name), None)
 
 
+# k8s-device-plugin v0.17.4 api/config/v1 (resources.go NewResourceName): a resource name is nvidia.com/<name>, the
+# prefix added when missing, 63 characters at most, <name> a DNS subdomain.
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _resource_name(raw) -> str:
+    if not isinstance(raw, str):
+        raise ConfigError(f"resource name {raw!r} is not a string")
+    name = raw if raw.startswith("nvidia.com/") else "nvidia.com/" + raw
+    if len(name) > 63:
+        raise ConfigError(f"fully-qualified resource name must be 63 characters or less: {name}")
+    if len(name.split("/", 1)[1]) > 253 or not _DNS_SUBDOMAIN.match(name.split("/", 1)[1]):
+        raise ConfigError(f"incorrect format for resource name '{name}'")
+    return name
+
+
+def _replicated(kind: str, block) -> tuple:
+    """One sharing section as api/config/v1 replicas.go reads it: resources required, each with a name and
+    replicas >= 2. `devices` and `rename` are read but not used: v0.17.4 replaces them with "all" and the default
+    rename (DisableResourceNamingInConfig, config.go), warning that they are not supported yet."""
+    if not isinstance(block, dict):
+        raise ConfigError(f"{kind}: not a mapping")
+    entries = block.get("resources")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{kind}: resources must not be empty")
+    resources = []
+    for r in entries:
+        if not isinstance(r, dict) or "name" not in r:
+            raise ConfigError(f"{kind}: no resource name specified")
+        name, replicas = _resource_name(r["name"]), r.get("replicas")
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 2:
+            raise ConfigError(f"{kind}: {name}: replicas must be an integer >= 2")
+        resources.append({"name": name, "replicas": replicas})
+    return bool(block.get("renameByDefault")), tuple(resources)
+
+
 def parse_config(text: str) -> PluginConfig:
-    """One key of the device-plugin ConfigMap (k8s-device-plugin api/config/v1)."""
+    """One key of the device-plugin ConfigMap, as k8s-device-plugin v0.17.4 reads it (api/config/v1; the MIG
+    strategy checked as cmd/nvidia-device-plugin validateFlags does). What depends on the node's strategy and
+    devices (MPS with MIG) is advertise()'s PluginError."""
     try:
         doc = yaml.safe_load(text or "")
     except yaml.YAMLError as e:
         raise ConfigError(f"not YAML: {e}") from None
+    if doc is None:
+        doc = {}
     if not isinstance(doc, dict):
         raise ConfigError("not a mapping")
-    if doc.get("version", "v1") != "v1":
+    if (doc.get("version") or "v1") != "v1":
         raise ConfigError(f"unknown version {doc.get('version')!r}")
     flags = doc.get("flags") or {}
     strategy = flags.get("migStrategy")
     if strategy not in (None, "none", "single", "mixed"):
         raise ConfigError(f"unknown migStrategy {strategy!r}")
     sharing = doc.get("sharing") or {}
-    blocks = [(kind, sharing.get(key)) for kind, key in (("time-slicing", "timeSlicing"), ("mps", "mps"))
-              if sharing.get(key)]
-    if len(blocks) > 1:
-        raise ConfigError("timeSlicing and mps are exclusive")
-    if not blocks:
+    blocks = {kind: _replicated(kind, sharing[key]) for kind, key in (("time-slicing", "timeSlicing"), ("mps", "mps"))
+              if sharing.get(key) is not None}
+    # With both sections the plugin runs the MPS one (api/config/v1 sharing.go ReplicatedResources).
+    kind = "mps" if "mps" in blocks else "time-slicing" if blocks else None
+    if kind is None:
         return PluginConfig(mig_strategy=strategy)
-    kind, block = blocks[0]
-    entries = block.get("resources") or []
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{kind}: resources must not be empty")
-    resources = []
-    for r in entries:
-        name, replicas = (r or {}).get("name"), (r or {}).get("replicas")
-        if not isinstance(name, str) or not (name == GPU or name.startswith("nvidia.com/mig-")):
-            raise ConfigError(f"{kind}: unknown resource {name!r}")
-        if kind == "mps" and name != GPU:
-            raise ConfigError("mps: only nvidia.com/gpu can be shared")
-        if not isinstance(replicas, int) or replicas < 2:
-            raise ConfigError(f"{kind}: {name}: replicas must be an integer >= 2")
-        resources.append({"name": name, "replicas": replicas, "rename": r.get("rename") or "",
-                          "devices": r.get("devices", "all")})
-    return PluginConfig(strategy, kind, bool(block.get("renameByDefault")), tuple(resources))
+    return PluginConfig(strategy, kind, *blocks[kind])
 
 
 def _sanitise(value: str) -> str:
@@ -92,22 +117,17 @@ def advertise(model: str, count: int, geometry: list, conf: PluginConfig, strate
     migs = [g for g in geometry if g is not None]
     resources, labels = {}, {}
 
-    def share(name: str, devices: int, indices=None) -> tuple:
-        """Advertise `devices` devices of resource `name`: (replicas, renamed)."""
+    def share(name: str, devices: int) -> tuple:
+        """Advertise `devices` devices of resource `name`: (replicas, renamed). Every device of a shared resource
+        is shared, under <name>.shared with renameByDefault (internal/rm/device_map.go updateDeviceMapWithReplicas,
+        after DisableResourceNamingInConfig)."""
         r = conf.replicated(name) if conf.sharing else None
-        if r is None:
+        if r is None or not devices:
             resources[name] = resources.get(name, 0) + devices
             return 1, False
-        wanted = r["devices"]
-        if isinstance(wanted, int):
-            shared = min(wanted, devices)
-        elif isinstance(wanted, list) and indices is not None:
-            shared = len([i for i in indices if i in wanted])
-        else:
-            shared = devices
-        target = r["rename"] or (f"{name}.shared" if conf.rename_by_default else name)
-        resources[target] = resources.get(target, 0) + shared * r["replicas"]
-        resources[name] = resources.get(name, 0) + devices - shared
+        target = f"{name}.shared" if conf.rename_by_default else name
+        resources[target] = resources.get(target, 0) + devices * r["replicas"]
+        resources.setdefault(name, 0)
         return r["replicas"], target != name
 
     def base(resource: str, prod: str, devices: int, replicas: int, renamed: bool, sharing: bool = True) -> None:
@@ -120,10 +140,13 @@ def advertise(model: str, count: int, geometry: list, conf: PluginConfig, strate
     labels[f"{GPU}.memory"] = str(hardware.gpu(model).memory_mib)
     labels["nvidia.com/mps.capable"] = str(conf.sharing == "mps").lower()
     labels["nvidia.com/mig.strategy"] = None if strategy == "none" else strategy
-    if conf.sharing == "mps" and migs and strategy != "none":
+    # cmd/nvidia-device-plugin/main.go validateFlags, then internal/plugin/mps.go getMPSOptions.
+    if conf.sharing == "mps" and strategy == "mixed":
+        raise PluginError("using --mig-strategy=mixed is not supported with MPS")
+    if conf.sharing == "mps" and migs and strategy == "single":
         raise PluginError("MPS sharing is not supported with MIG devices")
     if strategy == "none" or not migs:
-        replicas, renamed = share(GPU, count, range(count))
+        replicas, renamed = share(GPU, count)
         base(GPU, product, count, replicas, renamed)
     elif strategy == "single":
         profiles = {p for g in migs for p in g}
@@ -137,7 +160,7 @@ def advertise(model: str, count: int, geometry: list, conf: PluginConfig, strate
             replicas, renamed = share(GPU, devices)
             base(GPU, f"{product}-MIG-{profile}", devices, replicas, renamed)
     else:  # mixed
-        replicas, renamed = share(GPU, len(full), full)
+        replicas, renamed = share(GPU, len(full))
         base(GPU, product, count, replicas, renamed, sharing=bool(full))
         totals = {}
         for g in migs:
