@@ -21,6 +21,13 @@ nvidia.com/last-applied-hash; template annotations such as kubectl.kubernetes.io
 restart) are left alone. Upstream the DaemonSets exist only while their ClusterPolicy does (they are its
 operands); with no garbage collector here, this simulator deletes them once their owner is gone.
 
+The Helm chart's pre-upgrade hook Job `gpu-operator-upgrade-crd` runs `manage-crds apply --filepath=...` in the
+operator's image, which carries the chart's CRD files under /opt/gpu-operator. KWOK runs its pod to completion but
+no image, so this simulator does what the command does: it applies (server-side, field manager `manage-crds`) the
+files the Job's args name, read from the same chart (paths.charts_dir(): gpu-operator/crds and the NFD subchart's
+crds), once per Job. In 26.7.0 the list names clusterpolicies, nvidiadrivers, gpuclusters and, with NFD, NFD's
+CRDs: not the ComputeDomain CRDs its crds/ also holds (docs/dra.md, "The ComputeDomain CRDs").
+
 Knobs (ConfigMap kubegpu-devcluster/simulator-knobs):
   gpu-operator.ready_seconds   time from a new generation to ready (default 1)
   gpu-operator.never_ready     a condition reason (e.g. DriverNotReady): the policy stays notReady with it
@@ -30,9 +37,12 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from pathlib import Path
 
+import yaml
 from kubernetes.dynamic.exceptions import NotFoundError
 
+from .. import paths
 from .framework import Simulator, now
 
 CP = "nvidia.com/v1"
@@ -42,6 +52,39 @@ DCGM_EXPORTER_DS = "nvidia-dcgm-exporter"
 MONITORING = "monitoring.coreos.com/v1"
 HASH_ANNOTATION = "nvidia.com/last-applied-hash"
 MANAGED_BY = "app.kubernetes.io/managed-by"
+HOOK_JOB = "gpu-operator-upgrade-crd"
+IMAGE_CRDS = "/opt/gpu-operator/"
+# Where the chart keeps the files the operator's image carries under IMAGE_CRDS.
+CHART_CRD_FOLDERS = ("gpu-operator/crds", "gpu-operator/charts/node-feature-discovery/crds")
+
+
+def hook_crd_files(job: dict) -> list:
+    """The CRD files the chart's pre-upgrade hook Job applies: the `--filepath` args of `manage-crds apply`, as
+    names under the image's /opt/gpu-operator ([] for any other Job or command)."""
+    if (job.get("metadata") or {}).get("name") != HOOK_JOB:
+        return []
+    files = []
+    for c in ((job.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []:
+        args = list(c.get("args") or [])
+        if not (c.get("command") or [""])[-1].endswith("manage-crds") or args[:1] != ["apply"]:
+            continue
+        for arg in args[1:]:
+            if arg.startswith("--filepath=" + IMAGE_CRDS):
+                files.append(arg[len("--filepath=" + IMAGE_CRDS):])
+    return files
+
+
+def chart_crd_documents(files: list, charts: Path) -> list:
+    """The CRDs in `files`, read from the chart's folders (a file the chart lacks is skipped, as manage-crds would
+    fail on it and the Job retry: here the hook still completes)."""
+    docs = []
+    for name in files:
+        for folder in CHART_CRD_FOLDERS:
+            path = charts / folder / name
+            if path.is_file():
+                docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+                break
+    return docs
 
 
 def _conditions(ready: bool, reason: str, message: str) -> list:
@@ -137,14 +180,15 @@ def exporter_service_monitor(spec: dict) -> dict | None:
 class GpuOperatorSimulator(Simulator):
     name = "gpu-operator"
     watches = {"ClusterPolicy": CP, "ClusterServiceVersion": "operators.coreos.com/v1alpha1",
-               "Deployment": "apps/v1", "DaemonSet": "apps/v1"}
-    extra_kinds = {"Node": "v1"}
+               "Deployment": "apps/v1", "DaemonSet": "apps/v1", "Job": "batch/v1"}
+    extra_kinds = {"Node": "v1", "CustomResourceDefinition": "apiextensions.k8s.io/v1"}
     # Only whether they exist and their spec matter here, not their rollout status.
-    status_blind = frozenset({"Deployment", "DaemonSet"})
+    status_blind = frozenset({"Deployment", "DaemonSet", "Job"})
 
     def __init__(self, kubeconfig: str):
         super().__init__(kubeconfig)
         self._rollouts = {}   # uid -> (generation, monotonic time at which it is ready)
+        self._hooks_run = set()   # uids of the hook Jobs whose CRDs were applied
 
     def _operator_namespace(self) -> str | None:
         csvs = sorted(self.api("ClusterServiceVersion").get().items,
@@ -156,6 +200,8 @@ class GpuOperatorSimulator(Simulator):
         return sorted(d.metadata.namespace for d in deployments)[0] if deployments else None
 
     def reconcile(self, kind, key, obj):
+        if kind == "Job":
+            return self._run_crd_hook(obj.to_dict() if obj is not None else None)
         if kind != "ClusterPolicy":
             policies = self.api("ClusterPolicy").get().items
             for cp in policies:
@@ -195,6 +241,16 @@ class GpuOperatorSimulator(Simulator):
         if time.monotonic() < rollout[1]:
             return self.requeue("ClusterPolicy", None, meta["name"], after=rollout[1] - time.monotonic())
         self._write(cp, "ready", _conditions(True, "Reconciled", "ClusterPolicy is ready"), namespace)
+
+    def _run_crd_hook(self, job: dict | None) -> None:
+        files = hook_crd_files(job or {})
+        if not files or job["metadata"]["uid"] in self._hooks_run:
+            return
+        api = self.api("CustomResourceDefinition")
+        for doc in chart_crd_documents(files, paths.charts_dir()):
+            api.server_side_apply(body=doc, name=doc["metadata"]["name"], field_manager="manage-crds",
+                                  force_conflicts=True)
+        self._hooks_run.add(job["metadata"]["uid"])
 
     def _write(self, cp: dict, state: str, conditions: list, namespace: str) -> None:
         old = cp.get("status") or {}
