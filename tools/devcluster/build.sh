@@ -8,7 +8,9 @@ cache=${KUBEGPU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubegpu}
 
 build_one() {  # <folder under build/>[/<binary>] <main package> [ldflags] [tags]; the binary is named after the folder
   local dir=$here/build/${1%%/*} bin=${1##*/} pkg=$2 ldflags=${3:-} tags=${4:-} key out
-  key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; [ -z "$tags" ] || echo "tags $tags") | sha256sum | cut -c1-12)
+  # A folder with a main.go of its own (cert-manager) builds that too: it joins the key.
+  key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; [ -z "$tags" ] || echo "tags $tags"
+          [ ! -f "$dir/main.go" ] || cat "$dir/main.go") | sha256sum | cut -c1-12)
   out=$cache/bin/$bin-$key
   if [ ! -x "$out/$bin" ]; then
     echo "building $bin ($pkg) into $out; the first build takes several minutes" >&2
@@ -41,4 +43,8 @@ build_one toxiproxy github.com/Shopify/toxiproxy/v2/cmd/server  # TCP fault prox
 # reports version "(devel)"; promtool's checks do not depend on it. `remove_all_sd` (Prometheus 3.10+) leaves out the
 # cloud service-discovery plugins (AWS, Azure, GCE... SDKs), which rule checks never use: a shorter cold build.
 build_one promtool github.com/prometheus/prometheus/cmd/promtool "" remove_all_sd
+# cert-manager's controllers and CA injector (build/cert-manager/main.go: upstream's main packages are not served).
+# Stamped so that the controller logs the version it was built from.
+certmanager=$(cd "$here/build/cert-manager" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)
+build_one cert-manager . "-X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$certmanager"
 echo "$cache/bin"
