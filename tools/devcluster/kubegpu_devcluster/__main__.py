@@ -113,7 +113,9 @@ def up(state: Path, fleet_file: Path) -> None:
             record = cluster.up(state)
         t2 = time.monotonic()
         # The components start while the fleet loads; `up` waits for both below.
-        started = control_plane.start(state, cluster.kubeconfig_path(state, "sim-kwok"))
+        cert_manager = None if control_plane.CERT_MANAGER_CRDS in skip else cluster.kubeconfig_path(
+            state, "sim-cert-manager")
+        started = control_plane.start(state, cluster.kubeconfig_path(state, "sim-kwok"), cert_manager)
         for name, (pid, dummy) in started.items():
             cluster.add_process(state, name, pid)
         summary = populate(state, fleet_file, record["server"])
