@@ -70,6 +70,8 @@ const (
 	maximumBackoff         = 32 * time.Hour
 	kubeAPIQPS     float32 = 20
 	kubeAPIBurst           = 50
+	// The controller and the CA injector: /healthz answers ok once both have started.
+	halves = 2
 )
 
 func main() {
@@ -102,7 +104,7 @@ func run(ctx context.Context, kubeconfig, clusterResourceNamespace, healthzAddre
 	}
 	server := &http.Server{ReadHeaderTimeout: 30 * time.Second, Handler: http.HandlerFunc(
 		func(w http.ResponseWriter, _ *http.Request) {
-			if started.Load() < 2 {
+			if started.Load() < halves {
 				http.Error(w, "starting", http.StatusServiceUnavailable)
 				return
 			}
