@@ -18,7 +18,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 
 from conftest import REPO, task_result, wait_for
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DRA_FIELD_MANAGER
-from kubegpu_devcluster import paths
+from kubegpu_devcluster import cert_manager, paths
 
 PLAYBOOK = "playbooks/dra.yml"
 INVENTORY = Path(__file__).parent / "dra" / "inventory.yml"
@@ -96,7 +96,8 @@ def _uninstall(dc, helm_bin):
 def _vars(helm_bin, **changes):
     """kubegpu_dra of the test inventory with the local chart and helm, and `changes`, as one extra-vars file."""
     settings = yaml.safe_load(INVENTORY.read_text())["all"]["vars"]["kubegpu_dra"]
-    settings = dict(settings, helm={"chart": str(CHART), "binary": str(helm_bin)}, timeout=60, **changes)
+    helm = dict({"chart": str(CHART), "binary": str(helm_bin)}, **changes.pop("helm", {}))
+    settings = dict(settings, helm=helm, timeout=60, **changes)
     return ["-e", json.dumps({"kubegpu_dra": settings})]
 
 
@@ -435,3 +436,21 @@ def test_the_gpu_operator_driver_manager_is_told_the_dra_plugin_label(cluster, h
         assert dc.audit.writes(mark) == []
     finally:
         api.delete(name="gpu-cluster-policy")
+
+
+def test_the_admission_webhook_gets_its_certificate_from_cert_manager(cluster, helm_bin):
+    """docs/dra.md: with cert-manager installed, the chart's webhook turned on through helm.values gets its
+    certificate from the real cert-manager (the local cluster runs it), and its configuration the CA; a second run
+    writes nothing although cert-manager wrote into the chart's ValidatingWebhookConfiguration."""
+    dc = cluster
+    webhook = {"helm": {"values": {"webhook": {"enabled": True}}}}
+    out, dummy = _run(dc, helm_bin, **webhook)
+    assert not _failure(out), _failure(out)
+    issued = cert_manager.issued(dc.admin, RELEASE, f"{RELEASE}-webhook-cert")
+    assert issued["certificate"]["spec"]["dnsNames"] == [f"{RELEASE}-webhook.{RELEASE}.svc"]
+    assert issued["request"]["spec"]["issuerRef"]["name"] == f"{RELEASE}-webhook-issuer"
+    assert issued["targets"] == [f"ValidatingWebhookConfiguration/{RELEASE}-webhook-config"]
+    mark = dc.audit.mark()
+    out, stats = _run(dc, helm_bin, **webhook)
+    assert not _failure(out), _failure(out)
+    assert stats["changed"] == 0 and dc.audit.writes(mark) == []

@@ -23,7 +23,7 @@ import yaml
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from conftest import REPO, wait_for
-from kubegpu_devcluster import crds, paths, testing
+from kubegpu_devcluster import cert_manager, crds, paths, testing
 from kubegpu_devcluster.simulators.serving import REQUESTS_ANNOTATION
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.selection import resolve_pools
@@ -402,6 +402,12 @@ def test_kubernetes_installs_kserve_and_keda_and_converges(kubernetes, helm_bin)
     scaled = dc.admin.resources.get(api_version="keda.sh/v1alpha1", kind="ScaledObject").get(
         name="bge-large-predictor", namespace=NS).to_dict()
     assert scaled["spec"]["minReplicaCount"] == 0
+    # The real cert-manager (the local cluster runs it) issued the certificate KServe's webhooks serve with, from
+    # the chart's self-signed Issuer, and wrote its CA into each of the chart's webhook configurations.
+    issued = cert_manager.issued(dc.admin, "kserve", "serving-cert")
+    assert issued["request"]["spec"]["issuerRef"]["name"] == "selfsigned-issuer"
+    assert [t.split("/")[0] for t in issued["targets"]] == (
+        ["MutatingWebhookConfiguration"] + ["ValidatingWebhookConfiguration"] * 5)
 
 
 def test_kubernetes_placements_scale_to_zero_and_back(kubernetes):

@@ -8,7 +8,8 @@ cache=${KUBEGPU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubegpu}
 
 build_one() {  # <folder under build/>[/<binary>] <main package> [ldflags] [tags]; the binary is named after the folder
   local dir=$here/build/${1%%/*} bin=${1##*/} pkg=$2 ldflags=${3:-} tags=${4:-} key out
-  # A tool of our own (main.go beside go.mod) is keyed by its source too; the others' keys stay as they were.
+  # A tool with a main.go of our own beside go.mod (device-plugin-config, cert-manager) is keyed by that source too;
+  # the others' keys stay as they were.
   key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; [ -z "$tags" ] || echo "tags $tags"
           [ ! -f "$dir/main.go" ] || cat "$dir/main.go") | sha256sum | cut -c1-12)
   out=$cache/bin/$bin-$key
@@ -46,4 +47,8 @@ build_one promtool github.com/prometheus/prometheus/cmd/promtool "" remove_all_s
 # NVIDIA's device-plugin config API (github.com/NVIDIA/k8s-device-plugin v0.17.4) behind a small main of ours: what
 # the plugin advertises with each config the collection renders (kubegpu_devcluster/device_plugin_checker.py).
 build_one device-plugin-config .
+# cert-manager's controllers and CA injector (build/cert-manager/main.go: upstream's main packages are not served).
+# Stamped so that the controller logs the version it was built from.
+certmanager=$(cd "$here/build/cert-manager" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)
+build_one cert-manager . "-X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$certmanager"
 echo "$cache/bin"

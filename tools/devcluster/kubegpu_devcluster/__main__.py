@@ -113,7 +113,9 @@ def up(state: Path, fleet_file: Path) -> None:
             record = cluster.up(state)
         t2 = time.monotonic()
         # The components start while the fleet loads; `up` waits for both below.
-        started = control_plane.start(state, cluster.kubeconfig_path(state, "sim-kwok"))
+        cert_manager = None if control_plane.CERT_MANAGER_CRDS in skip else cluster.kubeconfig_path(
+            state, "sim-cert-manager")
+        started = control_plane.start(state, cluster.kubeconfig_path(state, "sim-kwok"), cert_manager)
         for name, (pid, dummy) in started.items():
             cluster.add_process(state, name, pid)
         summary = populate(state, fleet_file, record["server"])
@@ -134,7 +136,7 @@ def up(state: Path, fleet_file: Path) -> None:
     print(f"devcluster up in {time.monotonic() - t0:.1f} s: API server {t1 - t0:.1f} s, {n_crds} CRDs "
           f"{t2 - t1:.1f} s, {summary['nodes']} nodes ({summary['platform']}) {t3 - t2:.1f} s"
           + (f", {summary['packages']} catalog packages" if summary["packages"] else "")
-          + f", controller-manager/scheduler/kwok healthy +{t4 - t3:.1f} s, nodes Ready and leased "
+          + f", {'/'.join(started)} healthy +{t4 - t3:.1f} s, nodes Ready and leased "
           f"+{t5 - t4:.1f} s")
     print(f"export KUBECONFIG={cluster.kubeconfig_path(state)}")
     print(f"audit log: {state / 'audit.log'}")

@@ -2,7 +2,7 @@
 (control_plane.py adds the controller-manager, the scheduler and KWOK.)
 
 Every user is a client certificate: the admin (what the collection runs as), one user per simulator
-(group kubegpu:simulators, bound to cluster-admin; KWOK counts as one), the built-in users of the
+(group kubegpu:simulators, bound to cluster-admin; KWOK and cert-manager count as one), the built-in users of the
 controller-manager and the scheduler, and `kubegpu-nobody` with no rights at all, so that tests can show RBAC
 refusing a request.
 """
@@ -25,7 +25,8 @@ from . import certs, control_plane, paths, ports
 ADMIN = ("kubegpu-admin", ("system:masters",))
 NOBODY = ("kubegpu-nobody", ())
 SIMULATOR_GROUP = "kubegpu:simulators"
-# Simulated components, each with a user of its own; the fleet loader counts as one.
+# Simulated components, each with a user of its own; the fleet loader, KWOK and cert-manager (real, but run by the
+# local cluster like a simulator) count as one.
 SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "mig-manager", "device-plugin", "dra-plugin", "kwok",
                    "kserve", "keda", "knative", "openshift-ai", "cert-manager", "kueue-operator",
                    "dcgm-exporter")

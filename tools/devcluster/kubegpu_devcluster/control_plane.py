@@ -1,5 +1,5 @@
-"""The rest of a real control plane beside the API server: kube-controller-manager, kube-scheduler, and KWOK as
-the fleet's kubelets.
+"""The rest of a real control plane beside the API server: kube-controller-manager, kube-scheduler, KWOK as the
+fleet's kubelets, and cert-manager.
 
 The controller-manager and the scheduler are the upstream binaries (built from the same k8s.io/kubernetes
 module as the API server), each with the user the built-in RBAC roles are written for
@@ -7,6 +7,9 @@ module as the API server), each with the user the built-in RBAC roles are writte
 controller-manager gives every controller its own service account (--use-service-account-credentials) and signs
 service-account tokens with the API server's key, so pods get real tokens and `default` service accounts.
 KWOK manages the fleet's nodes (FLEET_LABEL): leases, Ready, and the pods bound to them (kwok/stages/).
+cert-manager (build/cert-manager: its certificate controllers and CA injector in one process, as the user
+system:kubegpu-sim:cert-manager like KWOK's) issues the Certificates charts create and writes the caBundle of the
+webhook configurations, APIServices and CRDs that ask for it (docs/local-cluster.md, "cert-manager").
 """
 from __future__ import annotations
 
@@ -32,7 +35,11 @@ KWOK_STAGES = sorted((paths.DEVCLUSTER_ROOT / "kwok" / "stages").glob("*.yaml"))
 LEASE_SECONDS = 600
 NODE_GRACE = "900s"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
-BINARIES = ("kube-controller-manager", "kube-scheduler", "kwok")
+BINARIES = ("kube-controller-manager", "kube-scheduler", "kwok", "cert-manager")
+# The folder of shared/crds whose CRDs cert-manager's controllers watch: without them it does not start.
+CERT_MANAGER_CRDS = "cert-manager"
+# Where ClusterIssuers find their Secrets: the chart passes the namespace cert-manager is installed in.
+CERT_MANAGER_NAMESPACE = "cert-manager"
 
 
 def issue_certificates(ca: certs.CertificateAuthority) -> None:
@@ -64,12 +71,13 @@ def check_binaries() -> None:
         raise RuntimeError(f"{', '.join(missing)} missing: run tools/devcluster/build.sh (make binaries)")
 
 
-def start(state: Path, kwok_kubeconfig: Path) -> dict:
-    """Start the three components; returns {name: (pid, health URL)}. Call wait_healthy before using them."""
+def start(state: Path, kwok_kubeconfig: Path, cert_manager_kubeconfig: Path | None = None) -> dict:
+    """Start the components (cert-manager only with its kubeconfig: when its CRDs are loaded); returns
+    {name: (pid, health URL)}. Call wait_healthy before using them."""
     check_binaries()
     bins, pki = paths.bin_dir(), state / "pki"
     started = {}
-    port, scheduler_port, kwok_port = ports.free_ports(3)
+    port, scheduler_port, kwok_port, cert_manager_port = ports.free_ports(4)
     pid = _start(state, "kube-controller-manager", [
         str(bins / "kube-controller-manager"), *_component_args(state, CONTROLLER_MANAGER[0], port),
         f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
@@ -82,6 +90,12 @@ def start(state: Path, kwok_kubeconfig: Path) -> dict:
                                            *_component_args(state, SCHEDULER[0], scheduler_port)])
     started["kube-scheduler"] = (pid, f"https://127.0.0.1:{scheduler_port}/healthz")
     started["kwok"] = _start_kwok(state, kwok_kubeconfig, kwok_port)
+    if cert_manager_kubeconfig is not None:
+        pid = _start(state, "cert-manager", [
+            str(bins / "cert-manager"), f"--kubeconfig={cert_manager_kubeconfig}",
+            f"--cluster-resource-namespace={CERT_MANAGER_NAMESPACE}",
+            f"--healthz-listen-address=127.0.0.1:{cert_manager_port}"])
+        started["cert-manager"] = (pid, f"http://127.0.0.1:{cert_manager_port}/healthz")
     return started
 
 

@@ -76,8 +76,8 @@ def test_second_cluster_starts_warm_and_down_leaves_no_process(devcluster_sessio
     devcluster.up(state, devcluster.DEFAULT_FLEET)
     took = time.monotonic() - t0
     started = cluster.read_state(state)["pids"]
-    assert sorted(started) == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
-                               "simulators"]
+    assert sorted(started) == ["cert-manager", "etcd", "kube-apiserver", "kube-controller-manager",
+                               "kube-scheduler", "kwok", "simulators"]
     pids = list(started.values())
     assert all(cluster._alive(p) for p in pids)
     # Printed, not asserted: on a loaded machine a start is slower, and a timed assertion would fail before the

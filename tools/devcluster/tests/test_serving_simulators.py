@@ -1,5 +1,5 @@
-"""The serving simulators (kserve, keda, knative, cert-manager) against the real API server, controller-manager,
-scheduler and KWOK, on fleets/serving-kubernetes.yaml with the real KServe and KEDA charts installed by helm.
+"""The serving simulators (kserve, keda, knative) against the real API server, controller-manager, scheduler, KWOK
+and cert-manager, on fleets/serving-kubernetes.yaml with the real KServe and KEDA charts installed by helm.
 
 One cluster for the module (.cache/serving-sim-cluster, apart from other test clusters). The tests run in file
 order: the first installs the charts the others use.
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kubegpu_devcluster import __main__ as devcluster
-from kubegpu_devcluster import cluster, crds, paths
+from kubegpu_devcluster import cert_manager, cluster, crds, paths
 from kubegpu_devcluster.testing import wait_for
 from serving_cluster import ISVC, NS, Cluster, conditions, isvc, requests
 
@@ -51,11 +51,8 @@ def test_real_charts_install_with_helm(sc):
             "--set", "kserve.servingruntime.enabled=true")
     print(f"charts installed in {time.monotonic() - t0:.1f} s")
     assert "kserve-resources-v0.20.0" in sc.helm("list", "-A")
-    cert = wait_for(lambda: conditions(sc.get("cert-manager.io/v1", "Certificate", "serving-cert", "kserve"))
-                    .get("Ready", {}).get("status") == "True", what="kserve's webhook certificate")
-    assert cert
-    secret = sc.get("v1", "Secret", "kserve-webhook-server-cert", "kserve")
-    assert secret["type"] == "kubernetes.io/tls" and {"tls.crt", "tls.key", "ca.crt"} <= set(secret["data"])
+    issued = cert_manager.issued(sc.admin, "kserve", "serving-cert")
+    assert issued["secret"]["metadata"]["name"] == "kserve-webhook-server-cert"
     assert sc.get("v1", "ConfigMap", "inferenceservice-config", "kserve")
     assert sc.get(ISVC.replace("v1beta1", "v1alpha1"), "ClusterServingRuntime", "kserve-huggingfaceserver", None)
     # KEDA's external metrics APIService stays unavailable (nothing answers for it here); clients carry on.

@@ -13,7 +13,6 @@ from ..cluster import kubeconfig_path
 from .device_plugin import DevicePluginSimulator
 from .dra_plugin import DraPluginSimulator
 from .gpu_operator import GpuOperatorSimulator
-from .cert_manager import CertManagerSimulator
 from .dcgm_exporter import DcgmExporterSimulator
 from .keda import KedaSimulator
 from .knative import KnativeSimulator
@@ -26,7 +25,7 @@ from .openshift_ai import OpenShiftAISimulator
 SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator, "mig-manager": MigManagerSimulator,
               "device-plugin": DevicePluginSimulator, "dra-plugin": DraPluginSimulator,
               "kserve": KServeSimulator, "keda": KedaSimulator, "knative": KnativeSimulator,
-              "cert-manager": CertManagerSimulator, "openshift-ai": OpenShiftAISimulator,
+              "openshift-ai": OpenShiftAISimulator,
               "kueue-operator": KueueOperatorSimulator, "dcgm-exporter": DcgmExporterSimulator}
 
 
