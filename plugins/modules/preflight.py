@@ -139,6 +139,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.prefligh
     check_cluster,
     check_inventory_of,
     failure_message,
+    inventory_warnings,
     setting,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.install import KSERVE_NAMESPACE
@@ -221,6 +222,8 @@ def check_cel(cluster, variables, served_versions):
 
 def run(module):
     stages, variables, errors, checked, unjudged = check_inventory_of(module.inventory, module.params["stages"])
+    for warning in inventory_warnings(variables, stages):
+        module.warn(warning)
     platform, requirements = "", []
     # The cluster is judged for the stages whose variables could be judged: a broken variable would only repeat its
     # error. One whose only problem is an unknown key is judged without it, as the stage would run.

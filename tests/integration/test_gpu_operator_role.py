@@ -186,3 +186,52 @@ def test_bad_input_is_refused_before_anything_is_written(dc, helm_bin):
     # Refused by the preflight play, in the inventory's words, before the stage starts.
     assert "kubegpu_gpu_operator.mig_strategy" in message and "all-1g" in message and "mixed" in message, message
     assert dc.audit.writes(mark) == []
+
+
+# -- Support windows (docs/gpu-operator.md): the catalog offers an end-of-support CSV (v25.3.4) and a deprecated
+# one (v26.3.3).
+
+
+def _warnings(out, name):
+    """The warnings of the last task named `name` (ansible-core gives them as text or as {'event': {'msg'}})."""
+    found = task_result(out, name).get("warnings") or []
+    return [w["event"]["msg"] if isinstance(w, dict) else w for w in found]
+
+
+def test_an_end_of_support_version_is_refused_without_the_acknowledgement(dc, helm_bin):
+    dc.fleet("default")
+    _reset(dc)
+    mark = dc.audit.mark()
+    out, stats, _seconds = _run(dc, helm_bin, *_extra_vars(version="v25.3.4"))
+    assert stats["failures"] == 1
+    message = _failure(out)
+    for part in ("kubegpu_gpu_operator.version: v25.3.4", "end of support since 2026-08-21", "platform-support.html",
+                 "kubegpu_gpu_operator.allow_end_of_support: true", "Nothing was written."):
+        assert part in message, message
+    assert [str(e) for e in dc.audit.writes(mark)] == []
+
+
+def test_a_deprecated_version_warns(dc, helm_bin):
+    dc.fleet("default")
+    mark = dc.audit.mark()
+    out, stats, _seconds = _run(dc, helm_bin, "--check", *_extra_vars(version="v26.3.3"))
+    assert stats["failures"] == 0, _failure(out)
+    [warning] = _warnings(out, "Check the inventory and the cluster")
+    assert "v26.3.3" in warning and "26.3.x is deprecated since 2026-08-21" in warning, warning
+    assert task_result(out, "Install or upgrade the GPU Operator through OLM")["csv"] == "gpu-operator-certified.v26.3.3"
+    assert dc.audit.writes(mark) == []
+
+
+def test_an_end_of_support_version_is_installed_with_the_acknowledgement(dc, helm_bin):
+    dc.fleet("default")
+    mark = dc.audit.mark()
+    out, stats, _seconds = _run(dc, helm_bin, *_extra_vars(version="v25.3.4", allow_end_of_support=True))
+    assert stats["failures"] == 0, _failure(out)
+    [warning] = _warnings(out, "Check the inventory and the cluster")
+    assert "end of support" in warning and "allow_end_of_support" in warning, warning
+    assert dc.audit.writes(mark)
+    csvs = {c.metadata.name: c.status.phase
+            for c in dc.admin.resources.get(api_version=V1A1, kind="ClusterServiceVersion").get(
+                namespace="nvidia-gpu-operator").items}
+    assert csvs == {"gpu-operator-certified.v25.3.4": "Succeeded"}
+    assert _policy(dc, "gpu-cluster-policy")["status"]["state"] == "ready"
