@@ -158,6 +158,46 @@ def test_kubernetes_drift_in_the_cluster_policy_is_put_back(dc, helm_bin):
     assert _helm(dc, helm_bin, "list", "-n", "gpu-operator", "-o", "json")[0]["revision"] == "1"
 
 
+# A relabeling as a user writes it: its `action` is left to the CRD's default (replace), which the API server adds.
+RELABELING = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
+
+
+def _managed_by_us(policy):
+    """The spec fields the collection's field manager owns on the ClusterPolicy (fieldsV1 of its apply entry)."""
+    return [m["fieldsV1"].get("f:spec", {}) for m in policy["metadata"]["managedFields"]
+            if m["manager"] == "kubegpu.platform" and m["operation"] == "Apply"]
+
+
+def test_kubernetes_two_drift_runs_after_the_api_server_defaulted_fields_write_nothing(dc, helm_bin):
+    """cdi.default: deprecated, its CRD default (false) kept after gpu-operator#2796 was reverted (#2866, #2903):
+    the API server fills it in and the collection never sends it. A relabeling's action: the API server fills in
+    its default inside a list the collection sends whole. Neither is drift: the run that puts a hand edit back
+    writes only that, and the run after it writes nothing."""
+    dc.fleet("kubernetes")
+    settings = _extra_vars(cluster_policy={"dcgmExporter": {"serviceMonitor": {"relabelings": [RELABELING]}}})
+    out, stats, _seconds = _run(dc, helm_bin, *settings)
+    assert stats["failures"] == 0, _failure(out)
+    policy = _policy(dc, "cluster-policy")
+    assert policy["spec"]["cdi"]["default"] is False                                  # the API server's default
+    assert [r.get("action") for r in policy["spec"]["dcgmExporter"]["serviceMonitor"]["relabelings"]] == ["replace"]
+    [ours] = _managed_by_us(policy)
+    assert "f:default" not in ours["f:cdi"] and "f:enabled" in ours["f:cdi"]
+    # Drift by hand, then two runs in a row.
+    dc.admin.resources.get(api_version=CP, kind="ClusterPolicy").patch(
+        name="cluster-policy", body={"spec": {"mig": {"strategy": "single"}}}, content_type="application/merge-patch+json")
+    mark = dc.audit.mark()
+    out, stats, _seconds = _run(dc, helm_bin, *settings)
+    assert stats["failures"] == 0, _failure(out)
+    assert [(e.verb, e.resource) for e in dc.audit.writes(mark)] == [("patch", "clusterpolicies")]
+    assert task_result(out, "Reconcile the ClusterPolicy")["changes"][0]["fields"] == ["spec.mig.strategy"]
+    mark = dc.audit.mark()
+    out, stats, _seconds = _run(dc, helm_bin, *settings)
+    assert stats["failures"] == 0, _failure(out)
+    assert stats["changed"] == 0, (_changed_tasks(out), task_result(out, "Reconcile the ClusterPolicy").get("changes"))
+    assert [str(e) for e in dc.audit.writes(mark)] == []
+    assert _policy(dc, "cluster-policy")["spec"]["cdi"]["default"] is False
+
+
 def test_kubernetes_changed_setting_upgrades_the_release(dc, helm_bin):
     reason = job_runner_missing(dc)
     if reason:
