@@ -74,7 +74,8 @@ def support_of(version):
     if version_key(line) < version_key(oldest.line):
         state = oldest.state if oldest.state == END_OF_SUPPORT else END_OF_SUPPORT
         return Support(str(version), line, state, oldest.since,
-                       "older than %s (%s): %s" % (oldest.line, oldest.state, oldest.source), (), "", False)
+                       "older than %s.x, %s since %s: %s" % (oldest.line, oldest.state, oldest.since, oldest.source),
+                       (), "", False)
     # A line between two listed ones was never released (the operator releases YY.3, YY.7 and YY.10 lines):
     # judge it with the older neighbour, which it cannot outlive.
     older = [e for e in SUPPORT if version_key(e.line) < version_key(line)][0]
@@ -82,6 +83,8 @@ def support_of(version):
 
 
 def _described(support):
+    if not support.listed:  # its date is the neighbour's, which it may predate: the source says whose
+        return "GPU Operator line %s.x is %s (%s)" % (support.line, support.state, support.source)
     return "GPU Operator line %s.x is %s since %s (source: %s)" % (
         support.line, support.state, support.since, support.source)
 

@@ -75,10 +75,16 @@ def test_an_end_of_support_version_is_refused_without_the_acknowledgement(versio
     refusal, warning = support.judge(version)
     assert warning is None
     assert refusal.startswith("kubegpu_gpu_operator.version: %s: " % version)
-    assert "is end of support since 2026-08-21" in refusal and "platform-support.html" in refusal
+    assert "end of support since 2026-08-21" in refusal and "platform-support.html" in refusal
     assert "kubegpu_gpu_operator.allow_end_of_support: true" in refusal
     assert "26.7.x (supported), 26.3.x (deprecated)" in refusal
     assert refusal.endswith("Nothing was written.")
+
+
+def test_a_line_older_than_the_table_names_whose_date_it_is():
+    refusal = support.judge("v25.3.4")[0]
+    assert "line 25.3.x is end of support (older than 25.10.x, end of support since 2026-08-21: https://" in refusal
+    assert "line 25.10.x is end of support since 2026-08-21 (source: https://" in support.judge("v25.10.1")[0]
 
 
 def test_an_acknowledged_end_of_support_version_passes_with_a_warning():
