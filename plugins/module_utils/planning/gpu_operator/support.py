@@ -105,9 +105,9 @@ def judge(version, allow_end_of_support=False, where="kubegpu_gpu_operator.versi
         return None, ("%s: %s: %s; it gets no fixes. Installed as %s: true asks." % (
             where, support.version, _described(support), ACKNOWLEDGE))
     valid = ", ".join("%s.x (%s)" % (e.line, e.state) for e in SUPPORT if e.state != END_OF_SUPPORT)
-    return ("%s: %s: %s; it gets no fixes. Valid without acknowledgement: %s. Choose one of those, or set %s: true "
-            "to install it anyway. Nothing was written." % (where, support.version, _described(support), valid,
-                                                             ACKNOWLEDGE)), None
+    refusal = ("%s: %s: %s; it gets no fixes. Valid without acknowledgement: %s. Choose one of those, or set %s: "
+               "true to install it anyway. Nothing was written.")
+    return refusal % (where, support.version, _described(support), valid, ACKNOWLEDGE), None
 
 
 def dra_driver_note(operator_version, dra_driver_version):
