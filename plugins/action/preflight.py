@@ -21,6 +21,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.prefligh
     ARGUMENT_SPEC,
     check_inventory_of,
     failure_message,
+    inventory_warnings,
 )
 
 try:  # the auth options the module also accepts (unused without a cluster, but not refused)
@@ -47,6 +48,9 @@ class ActionModule(ActionBase):
         variables = json.loads(json.dumps(args["variables"] or {}, default=str))
         stages, dummy, errors, checked, dummy = check_inventory_of(variables, args["stages"])
         result.update(changed=False, errors=errors, checked=checked, platform="", requirements=[])
+        warnings = inventory_warnings(variables, stages)
+        if warnings:
+            result["warnings"] = result.get("warnings", []) + warnings
         if errors:
             result.update(failed=True, msg=failure_message(errors, stages))
         return result

@@ -24,6 +24,10 @@ description:
   - Applies the full desired spec with server-side apply on every run, so drift (a field edited by hand) is put
     back, and writes nothing when nothing differs. RV(changes) and RV(diff) show each field that differs, before
     and after.
+  - What the API server defaults is never drift - a field the settings do not name is not compared (the live
+    C(cdi.default) the CRD defaults to false, for one), and list items are compared as stored, with the defaults the
+    CRD C(clusterpolicies.nvidia.com) gives their fields (read for this). So two runs in a row after the API server
+    defaulted a field write nothing.
   - Waits for C(status.state=ready) (the collection's one waiter); when the policy is not ready by O(timeout) fails
     naming the policy, what was expected, the state and each condition's type, status, reason and message last seen,
     and for how long. With O(wait_round) the wait is spread over the rounds of the task's C(until) loop, each
@@ -213,6 +217,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_oper
     pick_operator_csv,
     policy_object,
     policy_status,
+    spec_schema,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     GPU_OPERATOR_NAMESPACE_OPENSHIFT,
@@ -220,6 +225,8 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
 )
 
 POLL_SECONDS = 2.0
+CRD_API = "apiextensions.k8s.io/v1"
+CRD = "clusterpolicies.nvidia.com"
 CSV_API = "operators.coreos.com/v1alpha1"
 
 
@@ -262,7 +269,8 @@ class Reconcile(object):
         check_single_policy(policies, name)
         self.live = next((x for x in policies if x["metadata"]["name"] == name), None)
         r["state"], r["conditions"] = policy_status(self.live)
-        spec, warnings = desired_spec(base, p["settings"], (self.live or {}).get("spec"), p["keep_live_fields"])
+        spec, warnings = desired_spec(base, p["settings"], (self.live or {}).get("spec"), p["keep_live_fields"],
+                                      schema=spec_schema(self.cluster.get(CRD_API, "CustomResourceDefinition", CRD)))
         for warning in warnings:
             self.module.warn(warning)
         r["spec"] = spec

@@ -78,6 +78,8 @@ capacity:
       pool's nodes that have not finished, counted as the scheduler counts them), C(idle) (allocatable - requested)
       and C(pending) (pods not bound yet that ask for units the pool offers, each C(pod) and C(resources)).
     - C(unplaceable) pending GPU pods that no pool offers what they ask for.
+    - C(notes), only when there is one, what cannot be measured per pool (C(pool), C(nodes), C(field), C(message),
+      C(fix)) - the DRA pools, whose GPU metrics carry no pod under a ClusterPolicy (docs/monitoring.md).
   returned: always
   type: dict
   sample:

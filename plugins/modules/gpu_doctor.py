@@ -97,6 +97,13 @@ checked:
   returned: always
   type: dict
   sample: {gpu_nodes: 6, gpu_pods: 12}
+notes:
+  description:
+    - What cannot be measured, per node pool - C(pool), C(nodes) (count), C(field), C(message), C(fix). Today the
+      DRA pools, whose GPU metrics carry no pod under a ClusterPolicy. Notes leave the verdict alone.
+  returned: when there is one
+  type: list
+  elements: dict
 unhealthy:
   description: Whether the verdict reaches C(fail_on).
   returned: always

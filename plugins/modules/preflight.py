@@ -14,8 +14,9 @@ description:
   - Checks the inventory variables of every stage the playbook runs (C(kubegpu_platform), C(kubegpu_gpu_operator),
     C(kubegpu_node_pools), C(kubegpu_dra), C(kubegpu_serving)) - unknown keys anywhere, each named with its full
     path and the closest valid key (a model's C(min_replica) too); types and choices, named as the user wrote them
-    (C(kubegpu_gpu_operator.timeout)); then each stage's own rules - pools, ClusterPolicy sections, dead fields and
-    enum values, NVIDIADriver entries, claim templates and DRA driver feature gates, serving runtimes and models
+    (C(kubegpu_gpu_operator.timeout)); then each stage's own rules - the GPU Operator version's support window (an
+    end-of-support line refused unless C(kubegpu_gpu_operator.allow_end_of_support), a deprecated one warned about),
+    pools, ClusterPolicy sections, dead fields and enum values, NVIDIADriver entries, claim templates and DRA driver feature gates, serving runtimes and models
     (unknown runtimes, pools and claim templates, DRA claims in Knative mode, and models too big for a slice the
     inventory alone describes).
   - Then reads the cluster, and only reads it - every C(cluster_policy) field against the ClusterPolicy CRD's schema
@@ -139,6 +140,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.prefligh
     check_cluster,
     check_inventory_of,
     failure_message,
+    inventory_warnings,
     setting,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.serving.install import KSERVE_NAMESPACE
@@ -221,6 +223,8 @@ def check_cel(cluster, variables, served_versions):
 
 def run(module):
     stages, variables, errors, checked, unjudged = check_inventory_of(module.inventory, module.params["stages"])
+    for warning in inventory_warnings(variables, stages):
+        module.warn(warning)
     platform, requirements = "", []
     # The cluster is judged for the stages whose variables could be judged: a broken variable would only repeat its
     # error. One whose only problem is an unknown key is judged without it, as the stage would run.

@@ -158,6 +158,46 @@ def test_kubernetes_drift_in_the_cluster_policy_is_put_back(dc, helm_bin):
     assert _helm(dc, helm_bin, "list", "-n", "gpu-operator", "-o", "json")[0]["revision"] == "1"
 
 
+# A relabeling as a user writes it: its `action` is left to the CRD's default (replace), which the API server adds.
+RELABELING = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
+
+
+def _managed_by_us(policy):
+    """The spec fields the collection's field manager owns on the ClusterPolicy (fieldsV1 of its apply entry)."""
+    return [m["fieldsV1"].get("f:spec", {}) for m in policy["metadata"]["managedFields"]
+            if m["manager"] == "kubegpu.platform" and m["operation"] == "Apply"]
+
+
+def test_kubernetes_two_drift_runs_after_the_api_server_defaulted_fields_write_nothing(dc, helm_bin):
+    """cdi.default: deprecated, its CRD default (false) kept after gpu-operator#2796 was reverted (#2866, #2903):
+    the API server fills it in and the collection never sends it. A relabeling's action: the API server fills in
+    its default inside a list the collection sends whole. Neither is drift: the run that puts a hand edit back
+    writes only that, and the run after it writes nothing."""
+    dc.fleet("kubernetes")
+    settings = _extra_vars(cluster_policy={"dcgmExporter": {"serviceMonitor": {"relabelings": [RELABELING]}}})
+    out, stats, _seconds = _run(dc, helm_bin, *settings)
+    assert stats["failures"] == 0, _failure(out)
+    policy = _policy(dc, "cluster-policy")
+    assert policy["spec"]["cdi"]["default"] is False                                  # the API server's default
+    assert [r.get("action") for r in policy["spec"]["dcgmExporter"]["serviceMonitor"]["relabelings"]] == ["replace"]
+    [ours] = _managed_by_us(policy)
+    assert "f:default" not in ours["f:cdi"] and "f:enabled" in ours["f:cdi"]
+    # Drift by hand, then two runs in a row.
+    dc.admin.resources.get(api_version=CP, kind="ClusterPolicy").patch(
+        name="cluster-policy", body={"spec": {"mig": {"strategy": "single"}}}, content_type="application/merge-patch+json")
+    mark = dc.audit.mark()
+    out, stats, _seconds = _run(dc, helm_bin, *settings)
+    assert stats["failures"] == 0, _failure(out)
+    assert [(e.verb, e.resource) for e in dc.audit.writes(mark)] == [("patch", "clusterpolicies")]
+    assert task_result(out, "Reconcile the ClusterPolicy")["changes"][0]["fields"] == ["spec.mig.strategy"]
+    mark = dc.audit.mark()
+    out, stats, _seconds = _run(dc, helm_bin, *settings)
+    assert stats["failures"] == 0, _failure(out)
+    assert stats["changed"] == 0, (_changed_tasks(out), task_result(out, "Reconcile the ClusterPolicy").get("changes"))
+    assert [str(e) for e in dc.audit.writes(mark)] == []
+    assert _policy(dc, "cluster-policy")["spec"]["cdi"]["default"] is False
+
+
 def test_kubernetes_changed_setting_upgrades_the_release(dc, helm_bin):
     reason = job_runner_missing(dc)
     if reason:
@@ -186,3 +226,52 @@ def test_bad_input_is_refused_before_anything_is_written(dc, helm_bin):
     # Refused by the preflight play, in the inventory's words, before the stage starts.
     assert "kubegpu_gpu_operator.mig_strategy" in message and "all-1g" in message and "mixed" in message, message
     assert dc.audit.writes(mark) == []
+
+
+# -- Support windows (docs/gpu-operator.md): the catalog offers an end-of-support CSV (v25.3.4) and a deprecated
+# one (v26.3.3).
+
+
+def _warnings(out, name):
+    """The warnings of the last task named `name` (ansible-core gives them as text or as {'event': {'msg'}})."""
+    found = task_result(out, name).get("warnings") or []
+    return [w["event"]["msg"] if isinstance(w, dict) else w for w in found]
+
+
+def test_an_end_of_support_version_is_refused_without_the_acknowledgement(dc, helm_bin):
+    dc.fleet("default")
+    _reset(dc)
+    mark = dc.audit.mark()
+    out, stats, _seconds = _run(dc, helm_bin, *_extra_vars(version="v25.3.4"))
+    assert stats["failures"] == 1
+    message = _failure(out)
+    for part in ("kubegpu_gpu_operator.version: v25.3.4", "end of support since 2026-08-21", "platform-support.html",
+                 "kubegpu_gpu_operator.allow_end_of_support: true", "Nothing was written."):
+        assert part in message, message
+    assert [str(e) for e in dc.audit.writes(mark)] == []
+
+
+def test_a_deprecated_version_warns(dc, helm_bin):
+    dc.fleet("default")
+    mark = dc.audit.mark()
+    out, stats, _seconds = _run(dc, helm_bin, "--check", *_extra_vars(version="v26.3.3"))
+    assert stats["failures"] == 0, _failure(out)
+    [warning] = _warnings(out, "Check the inventory and the cluster")
+    assert "v26.3.3" in warning and "26.3.x is deprecated since 2026-08-21" in warning, warning
+    assert task_result(out, "Install or upgrade the GPU Operator through OLM")["csv"] == "gpu-operator-certified.v26.3.3"
+    assert dc.audit.writes(mark) == []
+
+
+def test_an_end_of_support_version_is_installed_with_the_acknowledgement(dc, helm_bin):
+    dc.fleet("default")
+    mark = dc.audit.mark()
+    out, stats, _seconds = _run(dc, helm_bin, *_extra_vars(version="v25.3.4", allow_end_of_support=True))
+    assert stats["failures"] == 0, _failure(out)
+    [warning] = _warnings(out, "Check the inventory and the cluster")
+    assert "end of support" in warning and "allow_end_of_support" in warning, warning
+    assert dc.audit.writes(mark)
+    csvs = {c.metadata.name: c.status.phase
+            for c in dc.admin.resources.get(api_version=V1A1, kind="ClusterServiceVersion").get(
+                namespace="nvidia-gpu-operator").items}
+    assert csvs == {"gpu-operator-certified.v25.3.4": "Succeeded"}
+    assert _policy(dc, "gpu-cluster-policy")["status"]["state"] == "ready"

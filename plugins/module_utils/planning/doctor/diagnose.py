@@ -17,6 +17,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.doctor.p
     free_units,
     pools_offering,
 )
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.attribution import unattributed_notes
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import DCGM_EXPORTER_DAEMONSET
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_state import is_gpu_node
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.pods import gpu_requests
@@ -37,7 +38,10 @@ def diagnose(nodes, pods, policies=(), daemonsets=(), service_monitors=None, nam
     nodes, pods: every Node and Pod; policies: ClusterPolicies; daemonsets: those of the operator namespace;
     service_monitors: the ServiceMonitors of the operator namespace, None when the API is not served; namespace:
     the operator's Namespace object; now: epoch seconds. Returns {summary (see findings.summary), findings (worst
-    first, then by object), checked: {gpu_nodes, gpu_pods}}.
+    first, then by object), checked: {gpu_nodes, gpu_pods}}, and notes when there is something the doctor knows
+    cannot be measured: [monitoring/attribution.unattributed_notes] (per-pod GPU metrics on DRA pools, under a
+    ClusterPolicy whose exporter is on). Notes are no findings: nothing is wrong that a fix in the cluster mends,
+    so they leave the verdict alone.
     """
     policy = reconciled_policy(list(policies))
     operator_ns = ((policy or {}).get("status") or {}).get("namespace")
@@ -64,5 +68,10 @@ def diagnose(nodes, pods, policies=(), daemonsets=(), service_monitors=None, nam
     for check in MONITORING_CHECKS:
         findings += check(view)
     findings.sort(key=lambda f: (-SEVERITY_ORDER.index(f["severity"]), f["pattern"], f["object"], f["field"]))
-    return {"summary": summary(findings), "findings": findings,
-            "checked": {"gpu_nodes": len(gpu_nodes), "gpu_pods": len(gpu_pods)}}
+    result = {"summary": summary(findings), "findings": findings,
+              "checked": {"gpu_nodes": len(gpu_nodes), "gpu_pods": len(gpu_pods)}}
+    exporter_on = policy is not None and ((policy.get("spec") or {}).get("dcgmExporter") or {}).get("enabled") is not False
+    notes = unattributed_notes(nodes) if exporter_on else []
+    if notes:
+        result["notes"] = notes
+    return result

@@ -26,4 +26,7 @@ def doctor_lines(result):
         lines.append("[%s] %s: %s %s = %s" % (f["severity"], f["pattern"], f["object"], f["field"], _value(f["value"])))
         lines.append("    " + f["message"])
         lines.append("    fix: " + f["fix"])
+    for note in result.get("notes") or []:
+        lines.append("[not measured] " + note["message"])
+        lines.append("    " + note["fix"])
     return lines

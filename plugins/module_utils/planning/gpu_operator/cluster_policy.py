@@ -268,6 +268,38 @@ def spec_schema(crd):
     return None
 
 
+def as_stored(value, schema):
+    """value as the API server stores it where that is ours to foresee: each list item with the CRD's defaults of
+    the fields it leaves out.
+
+    A list is compared and sent whole, and the API server defaults the fields of its items: without this, an item
+    field the user never set (dcgmExporter.serviceMonitor.relabelings[].action, default replace) would differ on
+    every run and be written on every run. A field absent from a mapping is left absent: it is not compared (the
+    live cdi.default the CRD defaults to false is no drift), and a null in the settings already removed it from
+    what is sent (objects.merged), so the API server's default takes its place without a difference.
+    """
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        return dict((k, as_stored(v, properties.get(k))) for k, v in value.items())
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_filled(item, schema["items"]) for item in value]
+    return value
+
+
+def _filled(value, schema):
+    """A list item as stored: as_stored, plus the defaults of the fields it leaves out (at any depth it has)."""
+    value = as_stored(value, schema)
+    if isinstance(value, dict):
+        for key, prop in sorted((schema.get("properties") or {}).items()):
+            if key not in value and isinstance(prop, dict) and "default" in prop:
+                value[key] = copy.deepcopy(prop["default"])
+            elif isinstance(value.get(key), dict):
+                value[key] = _filled(value[key], prop)
+    return value
+
+
 def check_settings(settings):
     """Refuse settings the operator would ignore or that are not ClusterPolicy spec sections. Raises PolicyError."""
     problems = settings_problems(settings)
@@ -288,11 +320,12 @@ def check_enums(spec, enums, prefix):
         raise PolicyError("; ".join(problems))
 
 
-def desired_spec(base, settings, live_spec=None, keep_live=KEEP_LIVE_DEFAULT):
+def desired_spec(base, settings, live_spec=None, keep_live=KEEP_LIVE_DEFAULT, schema=None):
     """The full ClusterPolicy spec to apply, and warnings. Raises PolicyError before anything is written.
 
     base deep-merged with settings; for each keep_live path the settings do not name, the live value (when the live
-    policy has one) wins over the base, so fields another stage owns are carried, not reset.
+    policy has one) wins over the base, so fields another stage owns are carried, not reset. With the CRD's schema
+    of spec, the result is as the API server will store it (as_stored), so that its defaults are never drift.
     """
     settings = settings or {}
     check_settings(settings)
@@ -301,6 +334,8 @@ def desired_spec(base, settings, live_spec=None, keep_live=KEEP_LIVE_DEFAULT):
     for path in keep_live or ():
         if not has_path(settings, path) and has_path(live_spec or {}, path):
             set_path(spec, path, get_path(live_spec, path))
+    if schema is not None:
+        spec = as_stored(spec, schema)
     check_enums(spec, POLICY_ENUMS, "spec.")
     return spec, warnings
 

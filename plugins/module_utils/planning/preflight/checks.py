@@ -43,6 +43,7 @@ __metaclass__ = type
 from dataclasses import replace
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator import cluster_policy
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.support import dra_driver_note
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     needed_gates,
     parse_claim_templates,
@@ -60,6 +61,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.prefligh
     as_bool,
     describe,
     judge_inventory,
+    operator_support,
     serving_message,
     variables_of,
 )
@@ -105,6 +107,26 @@ def check_inventory_of(variables, stages):
     judgement = judge_inventory(variables, stages)
     checked = dict((stage, ["inventory: " + ", ".join(variables_of([stage]))]) for stage in stages)
     return stages, judgement.variables, judgement.errors, checked, judgement.unjudged
+
+
+def inventory_warnings(variables, stages):
+    """What the run may go on with but the user should hear (Ansible warnings): a deprecated GPU Operator line, an
+    end-of-support one that was acknowledged, a DRA driver version NVIDIA does not pair with the operator's line."""
+    warnings = []
+    operator = variables.get("kubegpu_gpu_operator") or {}
+    if not isinstance(operator, dict):
+        return warnings
+    if "gpu_operator" in stages:
+        warning = operator_support(operator)[1]
+        if warning:
+            warnings.append(warning)
+    driver = (variables.get("kubegpu_dra") or {}).get("driver") if isinstance(variables.get("kubegpu_dra"), dict) else None
+    # Only a chart version the user chose: the collection's default is the release the material holds.
+    if "dra" in stages and isinstance(driver, dict) and driver.get("chart_version"):
+        note = dra_driver_note(setting(variables, "kubegpu_gpu_operator.version"), driver["chart_version"])
+        if note:
+            warnings.append("kubegpu_dra.driver.chart_version: " + note)
+    return warnings
 
 
 def failure_message(errors, stages):

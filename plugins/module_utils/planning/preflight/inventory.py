@@ -26,7 +26,7 @@ import inspect
 from collections import namedtuple
 from collections.abc import Mapping
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator import cluster_policy
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator import cluster_policy, support
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.dra.claim_templates import (
     needed_gates,
     parse_claim_templates,
@@ -85,6 +85,8 @@ INVENTORY = {
     "kubegpu_platform": {"type": "str", "choices": PLATFORMS, "default": "auto"},
     "kubegpu_gpu_operator": {"type": "dict", "default": {}, "options": {
         "version": {"type": "str", "default": "v26.7.0"},
+        # An end-of-support version (gpu_operator/support.py) is refused unless this acknowledges it.
+        "allow_end_of_support": {"type": "bool", "default": False},
         "namespace": {"type": "str", "default": ""},
         "driver": {"type": "dict", "options": {
             "enabled": {"type": "bool", "default": True},
@@ -469,7 +471,22 @@ def _gpu_operator_problems(settings):
         cluster_policy.driver_objects(drivers, {"driver": {"useNvidiaDriverCRD": per_node_pool}})
     except cluster_policy.PolicyError as e:
         problems.append("kubegpu_gpu_operator.driver.nvidia_drivers: %s" % _driver_message(str(e)))
+    refusal = operator_support(settings)[0]
+    if refusal:
+        problems.append(refusal)
     return problems
+
+
+def operator_support(settings):
+    """support.judge of the release kubegpu_gpu_operator asks for: its version, or its OLM channel when the version
+    is empty (the channel's head). (refusal, warning), each a message or None."""
+    settings = settings or {}
+    version = settings.get("version", INVENTORY["kubegpu_gpu_operator"]["options"]["version"]["default"])
+    where = "kubegpu_gpu_operator.version"
+    if not version and settings.get("channel"):
+        version, where = settings["channel"], "kubegpu_gpu_operator.channel"
+    allowed = _typed("bool", settings.get("allow_end_of_support", False))[0]
+    return support.judge(version, allow_end_of_support=allowed is True, where=where)
 
 
 def _driver_message(message):

@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.monitoring.attribution import unattributed_notes
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import POOL_LABEL
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_state import (
     gfd_facts,
@@ -59,7 +60,8 @@ def pool_capacity(nodes, pods):
     ({state: nodes}), layout ({resource: units per GPU}), allocatable, requested and idle ({resource: units};
     requested counts pods bound to the pool's nodes that have not finished), pending ([{pod, resources}]: pods
     not bound yet that ask for a resource the pool offers and whose nodeSelector one of its nodes matches).
-    Returns {"pools": [...], "unplaceable": [{pod, resources}]}: pending GPU pods that no pool could take.
+    Returns {"pools": [...], "unplaceable": [{pod, resources}]}: pending GPU pods that no pool could take; and
+    "notes" when a pool's GPU use cannot be seen per pod (its DRA nodes: monitoring/attribution.py).
     """
     pools = {}
     node_pool = {}
@@ -121,7 +123,11 @@ def pool_capacity(nodes, pods):
         entry["layout"] = _layout(entry["allocatable"], entry["physical_gpus"])
         entry["pending"].sort(key=lambda w: w["pod"])
     unplaceable.sort(key=lambda w: w["pod"])
-    return {"pools": ordered, "unplaceable": unplaceable}
+    result = {"pools": ordered, "unplaceable": unplaceable}
+    notes = unattributed_notes(nodes)
+    if notes:
+        result["notes"] = notes
+    return result
 
 
 def _flat(pool):
@@ -189,12 +195,13 @@ def team_changes(previous, teams):
 def report_document(capacity, generated_at, cluster=None, previous=None, teams=None):
     """The report as one JSON-ready document: schema, generated_at, cluster (platform facts), pools, unplaceable,
     teams (quota, used and borrowed per team, pool and resource: tenancy/report.live_rows), changes (see
-    capacity_changes and team_changes) and previous_generated_at (None on a first report)."""
+    capacity_changes and team_changes) and previous_generated_at (None on a first report); notes when the capacity
+    has some (what cannot be measured: per-pod GPU metrics on DRA pools)."""
     teams = list(teams or [])
     changes = capacity_changes(previous, capacity["pools"])
     if changes is not None:
         changes += team_changes(previous, teams)
-    return {
+    document = {
         "schema": REPORT_SCHEMA,
         "generated_at": generated_at,
         "cluster": cluster or {},
@@ -204,6 +211,9 @@ def report_document(capacity, generated_at, cluster=None, previous=None, teams=N
         "previous_generated_at": previous.get("generated_at") if changes is not None else None,
         "changes": changes,
     }
+    if capacity.get("notes"):
+        document["notes"] = capacity["notes"]
+    return document
 
 
 def pool_summary(document):

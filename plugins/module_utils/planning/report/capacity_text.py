@@ -68,6 +68,10 @@ def capacity_lines(document):
         lines.extend("  {0}: {1} wants {2}".format(name, w["pod"], _units(w["resources"])) for name, w in waiting)
         lines.extend("  no pool offers it: {0} wants {1}".format(w["pod"], _units(w["resources"]))
                      for w in document["unplaceable"])
+    if document.get("notes"):
+        lines.append("")
+        lines.append("Not measured:")
+        lines.extend("  " + note["message"] for note in document["notes"])
     if document.get("teams"):
         lines.append("")
         lines.append("GPU quota per team (tenancy stage; used: as Kueue or the quota admission counts it):")

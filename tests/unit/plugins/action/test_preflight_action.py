@@ -80,3 +80,13 @@ def test_reading_the_cluster_runs_the_module(tmp_path):
     through_ansible(tmp_path, {"stages": ["node_pools"], "variables": GOOD, "cluster": True,
                                "kubeconfig": str(tmp_path / "absent")})
     assert payloads(tmp_path) == ["AnsiballZ_preflight.py"]
+
+
+def test_a_deprecated_operator_version_warns_as_the_module_warns(tmp_path):
+    args = {"stages": ["gpu_operator"], "variables": {"kubegpu_gpu_operator": {"version": "v26.3.3"}}, "cluster": False}
+    rc, action = through_ansible(tmp_path, args)
+    module = module_process(tmp_path, args)
+    assert rc == 0 and not action.get("failed")
+    assert [w for w in action["warnings"] if "26.3.x is deprecated" in w]
+    # The module process prints its warnings as ansible-core's structured events; the message is the same.
+    assert action["warnings"] == [w["event"]["msg"] if isinstance(w, dict) else w for w in module["warnings"]]

@@ -13,6 +13,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_oper
     CHART_VALUES,
     SECTIONS,
     PolicyError,
+    as_stored,
     chart_spec,
     check_immutable,
     check_single_policy,
@@ -277,3 +278,79 @@ def test_check_immutable_explains_delete_and_recreate():
     assert msg.startswith("NVIDIADriver h100: spec.usePrecompiled is False, the task wants True.")
     assert "immutable upstream: delete the NVIDIADriver and let this task create it again" in msg
     check_immutable(objs, {})
+
+
+# -- what the API server defaults is not drift
+
+
+# The part of the ClusterPolicy CRD's spec schema these cases touch, as v26.7.0's CRD declares it
+# (shared/crds/nvidia/nvidia.com_clusterpolicies.yaml): cdi.default and the relabelings' action have defaults.
+SCHEMA = {"type": "object", "properties": {
+    "cdi": {"type": "object", "properties": {"default": {"type": "boolean", "default": False},
+                                             "enabled": {"type": "boolean", "default": True},
+                                             "nriPluginEnabled": {"type": "boolean", "default": False}}},
+    "sandboxWorkloads": {"type": "object", "properties": {
+        "defaultWorkload": {"type": "string", "default": "container"}, "enabled": {"type": "boolean"}}},
+    "dcgmExporter": {"type": "object", "properties": {"serviceMonitor": {"type": "object", "properties": {
+        "enabled": {"type": "boolean"},
+        "relabelings": {"type": "array", "items": {"type": "object", "properties": {
+            "action": {"type": "string", "default": "replace"}, "targetLabel": {"type": "string"},
+            "sourceLabels": {"type": "array", "items": {"type": "string"}}}}}}}}},
+    "validator": {"type": "object", "properties": {"plugin": {"type": "object", "properties": {
+        "env": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"}, "value": {"type": "string"}}}}}}}},
+}}
+# A ClusterPolicy as the API server returns it after defaulting (what the live object holds).
+LIVE = {"cdi": {"default": False, "enabled": True, "nriPluginEnabled": False},
+        "sandboxWorkloads": {"defaultWorkload": "container", "enabled": False},
+        "dcgmExporter": {"serviceMonitor": {"enabled": True, "relabelings": [
+            {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}]}},
+        "validator": {"plugin": {"env": [{"name": "WITH_WORKLOAD", "value": "false"}]}}}
+
+
+def _differs(desired, live):
+    from ansible_collections.kubegpu.platform.plugins.module_utils.planning.objects import differences
+    return differences(desired, live)
+
+
+def test_a_field_the_crd_defaults_and_the_settings_do_not_name_is_not_compared():
+    """cdi.default: the CRD defaults it to false (the removal of the default, gpu-operator#2796, was reverted in
+    #2866/#2903); the collection never sends it, so the live false is not drift."""
+    spec, dummy = desired_spec(chart_spec(), {"cdi": {"enabled": True}}, schema=SCHEMA)
+    assert "default" not in spec["cdi"]
+    assert _differs({"cdi": spec["cdi"]}, {"cdi": LIVE["cdi"]}) == []
+
+
+def test_a_removed_field_the_crd_defaults_is_not_sent_and_not_compared():
+    """A null in the settings removes the field from what is sent; the API server's default takes its place."""
+    spec, dummy = desired_spec(chart_spec(), {"sandboxWorkloads": {"defaultWorkload": None}}, schema=SCHEMA)
+    assert "defaultWorkload" not in spec["sandboxWorkloads"]
+    assert _differs(spec["sandboxWorkloads"], LIVE["sandboxWorkloads"]) == []
+
+
+def test_list_items_are_compared_with_the_defaults_the_server_gives_them():
+    settings = {"dcgmExporter": {"serviceMonitor": {"relabelings": [
+        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}]}}}
+    without, dummy = desired_spec(chart_spec(), settings)
+    monitor = LIVE["dcgmExporter"]["serviceMonitor"]
+    assert _differs(without["dcgmExporter"]["serviceMonitor"], monitor) == ["relabelings"]
+    spec, dummy = desired_spec(chart_spec(), settings, schema=SCHEMA)
+    assert spec["dcgmExporter"]["serviceMonitor"]["relabelings"] == LIVE["dcgmExporter"]["serviceMonitor"]["relabelings"]
+    assert _differs(spec["dcgmExporter"]["serviceMonitor"], monitor) == []
+    # An item the user changed by hand is still drift.
+    edited = {"relabelings": [dict(monitor["relabelings"][0], action="keep")]}
+    assert _differs(spec["dcgmExporter"]["serviceMonitor"], dict(monitor, **edited)) == ["relabelings"]
+
+
+@pytest.mark.parametrize("value, expected", [
+    ({"cdi": {"enabled": True}}, {"cdi": {"enabled": True}}),                        # absent stays absent
+    ({"cdi": None}, {"cdi": None}),                                                  # no default for the section
+    ({"unknown": {"a": [{}]}}, {"unknown": {"a": [{}]}}),                            # not in the schema: as it is
+    ({"dcgmExporter": {"serviceMonitor": {"relabelings": [{"action": "drop"}]}}},     # set: kept
+     {"dcgmExporter": {"serviceMonitor": {"relabelings": [{"action": "drop"}]}}}),
+    ({"validator": {"plugin": {"env": [{"name": "A"}]}}}, {"validator": {"plugin": {"env": [{"name": "A"}]}}}),
+])
+def test_as_stored(value, expected):
+    before = copy.deepcopy(value)
+    assert as_stored(value, SCHEMA) == expected
+    assert value == before
