@@ -64,3 +64,5 @@ _._datasciencecluster
 _._knativeserving
 _._servicemeshcontrolplane
 _._kedacontroller
+# Read by tests/unit/.../test_device_plugin_nvidia.py (what NVIDIA's code says the sharing strategy is).
+_.sharing_strategy
