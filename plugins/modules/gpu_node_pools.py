@@ -138,6 +138,46 @@ options:
               fail_requests_greater_than_one:
                 description: Refuse a container that asks for more than one replica (the default for MPS); V(false) needs device plugin v0.20.0+.
                 type: bool
+      driver:
+        description:
+          - The pool's own NVIDIA driver - an NVIDIADriver C(kubegpu-pool-<name>) selecting the pool's nodes (label
+            C(kubegpu.io/node-pool)), upgraded by the GPU Operator C(max_unavailable) nodes at a time. Without it the
+            pool's nodes take the default NVIDIADriver. Needs the ClusterPolicy in NVIDIADriver mode
+            (C(kubegpu_gpu_operator.driver.per_node_pool=true)).
+          - C(type) and C(precompiled) of an existing pool driver cannot change (immutable upstream); such a change is
+            refused before anything is written.
+        type: dict
+        suboptions:
+          version:
+            description: A driver version (V(580.173.02)), or a branch (V(580)) with O(pools[].driver.precompiled=true).
+            type: str
+            required: true
+          type:
+            description: NVIDIADriver C(spec.driverType).
+            type: str
+            default: gpu
+            choices: [gpu, vgpu, vgpu-host-manager]
+          precompiled:
+            description: Precompiled driver images (C(spec.usePrecompiled)).
+            type: bool
+            default: false
+          kernel_module_type:
+            description: C(spec.kernelModuleType).
+            type: str
+            default: auto
+            choices: [auto, open, proprietary]
+          auto_upgrade:
+            description: Let the GPU Operator roll a version change over the pool's nodes (C(spec.upgradePolicy.autoUpgrade)).
+            type: bool
+            default: true
+          repository:
+            description: Image repository of the driver (C(spec.repository)).
+            type: str
+            default: nvcr.io/nvidia
+          image:
+            description: Image name of the driver (C(spec.image)).
+            type: str
+            default: driver
   operator_namespace:
     description: Namespace of the GPU Operator; where the mig-parted and device-plugin ConfigMaps are written.
   mig_configmap:
@@ -315,6 +355,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     apply_configmap,
     apply_object,
     change_report,
+    delete_object,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import (
     OPERATOR_NAMESPACE_ARG_SPEC,
@@ -331,6 +372,11 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     MACHINE_API_NAMESPACE,
     MIG_MANAGER_DAEMONSET,
     NODE_POOLS_FIELD_MANAGER,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.drivers import (
+    NVIDIA_DRIVER_API,
+    nodes_after,
+    plan_drivers,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import (
     check_gpu_pods,
@@ -362,9 +408,13 @@ def observe(module):
     read: plan_run still judges the pools, so that every problem is reported at once."""
     cluster = module.cluster
     seen = {"policy": None, "namespace": None, "policy_problem": None, "configmaps": {},
-            "device_plugin_daemonset": None, "nodes": cluster.list("v1", "Node"), "machinesets": None}
+            "device_plugin_daemonset": None, "nodes": cluster.list("v1", "Node"), "machinesets": None,
+            "nvidia_drivers": None}
     if cluster.resource(MACHINESET_API, "MachineSet") is not None:
         seen["machinesets"] = cluster.list(MACHINESET_API, "MachineSet", namespace=MACHINE_API_NAMESPACE)
+    # Pool drivers are checked against every NVIDIADriver, ours and not (selectors must not overlap).
+    if cluster.resource(NVIDIA_DRIVER_API, "NVIDIADriver") is not None:
+        seen["nvidia_drivers"] = cluster.list(NVIDIA_DRIVER_API, "NVIDIADriver")
     policies = cluster.list(CLUSTER_POLICY_API, "ClusterPolicy")
     if not policies:
         seen["policy_problem"] = ("no ClusterPolicy found: install the GPU Operator first (playbook "
@@ -408,6 +458,14 @@ def reconcile_configuration(module, seen, objects):
             "apiVersion": CLUSTER_POLICY_API, "kind": "ClusterPolicy",
             "metadata": {"name": policy["name"], "annotations": policy["annotations"]}, "spec": policy["spec"]},
             check, current=seen["policy"], current_known=True, field_manager=NODE_POOLS_FIELD_MANAGER))
+    # Before the nodes are labelled: a node that joins a pool with a driver meets its NVIDIADriver with its label.
+    drivers = objects.get("drivers") or {"drivers": [], "delete": []}
+    live_drivers = dict((d["metadata"]["name"], d) for d in seen["nvidia_drivers"] or [])
+    for obj in drivers["drivers"]:
+        changes.append(apply_object(cluster, obj, check, current=live_drivers.get(obj["metadata"]["name"]),
+                                    current_known=True, field_manager=NODE_POOLS_FIELD_MANAGER))
+    for name in drivers["delete"]:
+        changes.append(delete_object(cluster, live_drivers[name], check))
     by_name = dict((m["metadata"]["name"], m) for m in seen["machinesets"] or [])
     side_by_side(module, changes, [
         (lambda ms=ms: apply_object(cluster, {
@@ -444,6 +502,12 @@ def plan_run(module):
                 "mig_configmap": params["mig_configmap"], "device_plugin_configmap": params["device_plugin_configmap"]})
     except PoolError as err:
         problems.append(str(err))
+    if plan is not None:
+        drivers = plan_drivers([(p.name, p.driver, p.max_unavailable) for p in pools], seen["nvidia_drivers"],
+                               nodes_after(seen["nodes"], plan), (seen["policy"] or {}).get("spec"))
+        problems.extend(drivers["problems"])
+        if "objects" in plan:
+            plan["objects"]["drivers"] = {"drivers": drivers["drivers"], "delete": drivers["delete"]}
     if plan is not None and params["refuse_empty_pools"]:
         problems.extend(empty_pools(pools, plan, len(seen["nodes"])))
     if len(problems) == 1:
