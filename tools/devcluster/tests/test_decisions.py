@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubegpu_devcluster.simulators.decisions import device_plugin, dra_plugin, mig_manager
+from kubegpu_devcluster.simulators.decisions import device_plugin, dra_plugin, mig_manager, nvidia_driver
 
 CASES = Path(__file__).resolve().parent / "cases"
 
@@ -84,7 +84,16 @@ def run_dra_plugin(given: dict) -> dict:
     return _without_empty({"action": action.verb, "slice": action.body})
 
 
-RUNNERS = {"mig-manager": run_mig_manager, "device-plugin": run_device_plugin, "dra-plugin": run_dra_plugin}
+def run_nvidia_driver(given: dict) -> dict:
+    nodes = [{"metadata": {"name": name, "labels": dict({"nvidia.com/gpu.present": "true"}, **(labels or {}))}}
+             for name, labels in (given.get("nodes") or {}).items()]
+    drivers = [{"metadata": {"name": d["name"]}, "spec": d.get("spec") or {}} for d in given.get("drivers") or []]
+    out = nvidia_driver.step(given["crd_mode"], drivers, nodes, given.get("knobs") or {})
+    return {"labels": out.labels, "statuses": out.statuses, "busy": out.busy}
+
+
+RUNNERS = {"mig-manager": run_mig_manager, "device-plugin": run_device_plugin, "dra-plugin": run_dra_plugin,
+           "nvidia-driver": run_nvidia_driver}
 
 
 def _cases() -> list:
