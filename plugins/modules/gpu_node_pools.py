@@ -412,9 +412,6 @@ def observe(module):
             "nvidia_drivers": None}
     if cluster.resource(MACHINESET_API, "MachineSet") is not None:
         seen["machinesets"] = cluster.list(MACHINESET_API, "MachineSet", namespace=MACHINE_API_NAMESPACE)
-    # Pool drivers are checked against every NVIDIADriver, ours and not (selectors must not overlap).
-    if cluster.resource(NVIDIA_DRIVER_API, "NVIDIADriver") is not None:
-        seen["nvidia_drivers"] = cluster.list(NVIDIA_DRIVER_API, "NVIDIADriver")
     policies = cluster.list(CLUSTER_POLICY_API, "ClusterPolicy")
     if not policies:
         seen["policy_problem"] = ("no ClusterPolicy found: install the GPU Operator first (playbook "
@@ -423,6 +420,11 @@ def observe(module):
     policy = sorted(policies, key=lambda p: p["metadata"].get("creationTimestamp") or "")[0]
     namespace = operator_namespace(module.params, policy)
     seen["policy"] = policy
+    # Pool drivers are checked against every NVIDIADriver, ours and not (selectors must not overlap). Outside
+    # NVIDIADriver mode none of ours can exist (a pool driver is refused there), so the list is not sent.
+    if cluster.resource(NVIDIA_DRIVER_API, "NVIDIADriver") is not None:
+        in_crd_mode = ((policy.get("spec") or {}).get("driver") or {}).get("useNvidiaDriverCRD")
+        seen["nvidia_drivers"] = cluster.list(NVIDIA_DRIVER_API, "NVIDIADriver") if in_crd_mode else []
     if not namespace:
         seen["policy_problem"] = "ClusterPolicy {0} reports no status.namespace yet: set operator_namespace".format(
             policy["metadata"]["name"])

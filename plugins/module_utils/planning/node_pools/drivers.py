@@ -244,7 +244,7 @@ def plan_drivers(pools, live_drivers, labels_by_node, policy_spec):
     """The NVIDIADrivers a node pools run writes and deletes, and every reason to refuse it.
 
     pools: [(name, PoolDriver or None, max_unavailable)]. live_drivers: every live NVIDIADriver (None when the API
-    server does not serve them). labels_by_node: nodes_after(). policy_spec: the ClusterPolicy's spec, None when
+    server does not serve them; [] when the ClusterPolicy is not in NVIDIADriver mode, which is refused anyway). labels_by_node: nodes_after(). policy_spec: the ClusterPolicy's spec, None when
     there is none (its absence is refused elsewhere).
 
     Returns {"drivers": [objects to apply], "delete": [names of ours no pool names any more], "problems": [...]}.
@@ -253,7 +253,7 @@ def plan_drivers(pools, live_drivers, labels_by_node, policy_spec):
     wanted = [(name, driver, max_unavailable) for name, driver, max_unavailable in pools if driver is not None]
     live = list(live_drivers or [])
     out = {"drivers": [], "delete": [], "problems": []}
-    if wanted and live_drivers is None:
+    if wanted and live_drivers is None and policy_spec is not None:
         out["problems"].append("pool '%s' names a driver, but the API server does not serve %s NVIDIADriver: install "
                                "GPU Operator v26.7.0 or newer first (playbook kubegpu.platform.gpu_operator)"
                                % (wanted[0][0], NVIDIA_DRIVER_API))

@@ -165,6 +165,7 @@ def test_plan_refuses_without_nvidiadriver_mode():
 
 def test_no_policy_is_left_to_the_policy_check():
     assert plan_drivers([("a", R580, 1)], [], labels(n1="a"), None)["problems"] == []
+    assert plan_drivers([("a", R580, 1)], None, labels(n1="a"), None)["problems"] == []
 
 
 def test_plan_refuses_when_nvidiadriver_is_not_served():
