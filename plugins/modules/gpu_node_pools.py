@@ -30,6 +30,10 @@ description:
   - Carries on where a stopped run left nodes (MIG change pending, device-plugin step not done, C(-MIG-INVALID)
     labels, cordoned by its drain); nodes already done are not changed again.
   - Refuses a MIG change on a node that runs GPU pods unless O(drain_gpu_pods=true).
+  - Writes an NVIDIADriver C(kubegpu-pool-<pool>) for each pool with a C(driver) (its nodes by C(kubegpu.io/node-pool),
+    its upgrades paced by the pool's C(max_unavailable)) and deletes the one of a pool that names none any more;
+    refuses, before anything is written, a pool driver while the ClusterPolicy is not in NVIDIADriver mode, a change
+    of an immutable NVIDIADriver field, and a node two non-default NVIDIADrivers would select.
   - In check mode returns the full plan (per pool the nodes, old and new configuration and resources before and
     after) and writes nothing (the writes are sent as server-side dry runs; a label patch once per distinct patch);
     with C(--diff) shows the ConfigMap and label changes.
