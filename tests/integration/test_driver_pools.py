@@ -55,7 +55,8 @@ def cluster(devcluster_session, helm_bin):
 
 
 def _drivers(dc):
-    return {d.metadata.name: d.to_dict() for d in dc.admin.resources.get(api_version=DRIVER_API, kind="NVIDIADriver").get().items}
+    api = dc.admin.resources.get(api_version=DRIVER_API, kind="NVIDIADriver")
+    return {d.metadata.name: d.to_dict() for d in api.get().items}
 
 
 def _state(dc, name):

@@ -39,7 +39,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import NVIDIA_DRIVER_API
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.gpu_operator.cluster_policy import (
+    NVIDIA_DRIVER_API,
+)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import (
     COLLECTION,
     MANAGED_BY,
@@ -244,8 +246,9 @@ def plan_drivers(pools, live_drivers, labels_by_node, policy_spec):
     """The NVIDIADrivers a node pools run writes and deletes, and every reason to refuse it.
 
     pools: [(name, PoolDriver or None, max_unavailable)]. live_drivers: every live NVIDIADriver (None when the API
-    server does not serve them; [] when the ClusterPolicy is not in NVIDIADriver mode, which is refused anyway). labels_by_node: nodes_after(). policy_spec: the ClusterPolicy's spec, None when
-    there is none (its absence is refused elsewhere).
+    server does not serve them; [] when the ClusterPolicy is not in NVIDIADriver mode, which is refused anyway).
+    labels_by_node: nodes_after(). policy_spec: the ClusterPolicy's spec, None when there is none (its absence is
+    refused elsewhere).
 
     Returns {"drivers": [objects to apply], "delete": [names of ours no pool names any more], "problems": [...]}.
     A pool that drops its driver key has its NVIDIADriver deleted: its nodes fall back to the default one.

@@ -42,7 +42,8 @@ class NvidiaDriverSimulator(Simulator):
         if not crd_mode or not drivers:
             return
         namespace = (policies[0].to_dict().get("status") or {}).get("namespace") or ""
-        nodes = [n.to_dict() for n in self.api("Node").get(label_selector=nvidia_driver.GPU_PRESENT_LABEL + "=true").items]
+        gpu_nodes = self.api("Node").get(label_selector=nvidia_driver.GPU_PRESENT_LABEL + "=true")
+        nodes = [n.to_dict() for n in gpu_nodes.items]
         step = nvidia_driver.step(True, drivers, nodes, self.knobs)
         for name, labels in sorted(step.labels.items()):
             self.api("Node").patch(name=name, body={"metadata": {"labels": labels}},

@@ -185,8 +185,9 @@ def test_branch_change_is_an_update():
 
 @pytest.mark.parametrize("change, words", [
     ({"precompiled": True, "version": "580"},
-     ["pool 'a': driver.precompiled True needs a new NVIDIADriver", "NVIDIADriver kubegpu-pool-a has spec.usePrecompiled "
-      "False", "immutable", "Keep driver.precompiled: False", "move the nodes to a new pool"]),
+     ["pool 'a': driver.precompiled True needs a new NVIDIADriver",
+      "NVIDIADriver kubegpu-pool-a has spec.usePrecompiled False", "immutable", "Keep driver.precompiled: False",
+      "move the nodes to a new pool"]),
     ({"type": "vgpu"}, ["driver.type 'vgpu' needs a new NVIDIADriver", "spec.driverType 'gpu'"]),
 ])
 def test_immutable_change_refused(change, words):

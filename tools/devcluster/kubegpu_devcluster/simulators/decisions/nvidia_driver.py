@@ -191,5 +191,7 @@ def _upgrade(driver: dict, nodes: list, failing: set, writes: dict) -> int:
         room = limit(policy, len(nodes)) - in_progress
         for name in candidates[:max(room, 0)]:
             writes[name] = {UPGRADE_STATE_LABEL: PATH[0]}
-    return sum(1 for n in nodes if _state_after(n, writes) != DONE
-               or (version and (writes.get(_name(n)) or {}).get(VERSION_LABEL, _labels(n).get(VERSION_LABEL)) != version))
+
+    def running(node):
+        return (writes.get(_name(node)) or {}).get(VERSION_LABEL, _labels(node).get(VERSION_LABEL))
+    return sum(1 for n in nodes if _state_after(n, writes) != DONE or (version and running(n) != version))
