@@ -30,6 +30,10 @@ description:
   - Carries on where a stopped run left nodes (MIG change pending, device-plugin step not done, C(-MIG-INVALID)
     labels, cordoned by its drain); nodes already done are not changed again.
   - Refuses a MIG change on a node that runs GPU pods unless O(drain_gpu_pods=true).
+  - Writes an NVIDIADriver C(kubegpu-pool-<pool>) for each pool with a C(driver) (its nodes by C(kubegpu.io/node-pool),
+    its upgrades paced by the pool's C(max_unavailable)) and deletes the one of a pool that names none any more;
+    refuses, before anything is written, a pool driver while the ClusterPolicy is not in NVIDIADriver mode, a change
+    of an immutable NVIDIADriver field, and a node two non-default NVIDIADrivers would select.
   - In check mode returns the full plan (per pool the nodes, old and new configuration and resources before and
     after) and writes nothing (the writes are sent as server-side dry runs; a label patch once per distinct patch);
     with C(--diff) shows the ConfigMap and label changes.
@@ -138,6 +142,46 @@ options:
               fail_requests_greater_than_one:
                 description: Refuse a container that asks for more than one replica (the default for MPS); V(false) needs device plugin v0.20.0+.
                 type: bool
+      driver:
+        description:
+          - The pool's own NVIDIA driver - an NVIDIADriver C(kubegpu-pool-<name>) selecting the pool's nodes (label
+            C(kubegpu.io/node-pool)), upgraded by the GPU Operator C(max_unavailable) nodes at a time. Without it the
+            pool's nodes take the default NVIDIADriver. Needs the ClusterPolicy in NVIDIADriver mode
+            (C(kubegpu_gpu_operator.driver.per_node_pool=true)).
+          - C(type) and C(precompiled) of an existing pool driver cannot change (immutable upstream); such a change is
+            refused before anything is written.
+        type: dict
+        suboptions:
+          version:
+            description: A driver version (V(580.173.02)), or a branch (V(580)) with O(pools[].driver.precompiled=true).
+            type: str
+            required: true
+          type:
+            description: NVIDIADriver C(spec.driverType).
+            type: str
+            default: gpu
+            choices: [gpu, vgpu, vgpu-host-manager]
+          precompiled:
+            description: Precompiled driver images (C(spec.usePrecompiled)).
+            type: bool
+            default: false
+          kernel_module_type:
+            description: C(spec.kernelModuleType).
+            type: str
+            default: auto
+            choices: [auto, open, proprietary]
+          auto_upgrade:
+            description: Let the GPU Operator roll a version change over the pool's nodes (C(spec.upgradePolicy.autoUpgrade)).
+            type: bool
+            default: true
+          repository:
+            description: Image repository of the driver (C(spec.repository)).
+            type: str
+            default: nvcr.io/nvidia
+          image:
+            description: Image name of the driver (C(spec.image)).
+            type: str
+            default: driver
   operator_namespace:
     description: Namespace of the GPU Operator; where the mig-parted and device-plugin ConfigMaps are written.
   mig_configmap:
@@ -315,6 +359,7 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.apply imp
     apply_configmap,
     apply_object,
     change_report,
+    delete_object,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.cluster.args import (
     OPERATOR_NAMESPACE_ARG_SPEC,
@@ -331,6 +376,11 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     MACHINE_API_NAMESPACE,
     MIG_MANAGER_DAEMONSET,
     NODE_POOLS_FIELD_MANAGER,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.drivers import (
+    NVIDIA_DRIVER_API,
+    nodes_after,
+    plan_drivers,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.plan import (
     check_gpu_pods,
@@ -362,7 +412,8 @@ def observe(module):
     read: plan_run still judges the pools, so that every problem is reported at once."""
     cluster = module.cluster
     seen = {"policy": None, "namespace": None, "policy_problem": None, "configmaps": {},
-            "device_plugin_daemonset": None, "nodes": cluster.list("v1", "Node"), "machinesets": None}
+            "device_plugin_daemonset": None, "nodes": cluster.list("v1", "Node"), "machinesets": None,
+            "nvidia_drivers": None}
     if cluster.resource(MACHINESET_API, "MachineSet") is not None:
         seen["machinesets"] = cluster.list(MACHINESET_API, "MachineSet", namespace=MACHINE_API_NAMESPACE)
     policies = cluster.list(CLUSTER_POLICY_API, "ClusterPolicy")
@@ -373,6 +424,11 @@ def observe(module):
     policy = sorted(policies, key=lambda p: p["metadata"].get("creationTimestamp") or "")[0]
     namespace = operator_namespace(module.params, policy)
     seen["policy"] = policy
+    # Pool drivers are checked against every NVIDIADriver, ours and not (selectors must not overlap). Outside
+    # NVIDIADriver mode none of ours can exist (a pool driver is refused there), so the list is not sent.
+    if cluster.resource(NVIDIA_DRIVER_API, "NVIDIADriver") is not None:
+        in_crd_mode = ((policy.get("spec") or {}).get("driver") or {}).get("useNvidiaDriverCRD")
+        seen["nvidia_drivers"] = cluster.list(NVIDIA_DRIVER_API, "NVIDIADriver") if in_crd_mode else []
     if not namespace:
         seen["policy_problem"] = "ClusterPolicy {0} reports no status.namespace yet: set operator_namespace".format(
             policy["metadata"]["name"])
@@ -408,6 +464,14 @@ def reconcile_configuration(module, seen, objects):
             "apiVersion": CLUSTER_POLICY_API, "kind": "ClusterPolicy",
             "metadata": {"name": policy["name"], "annotations": policy["annotations"]}, "spec": policy["spec"]},
             check, current=seen["policy"], current_known=True, field_manager=NODE_POOLS_FIELD_MANAGER))
+    # Before the nodes are labelled: a node that joins a pool with a driver meets its NVIDIADriver with its label.
+    drivers = objects.get("drivers") or {"drivers": [], "delete": []}
+    live_drivers = dict((d["metadata"]["name"], d) for d in seen["nvidia_drivers"] or [])
+    for obj in drivers["drivers"]:
+        changes.append(apply_object(cluster, obj, check, current=live_drivers.get(obj["metadata"]["name"]),
+                                    current_known=True, field_manager=NODE_POOLS_FIELD_MANAGER))
+    for name in drivers["delete"]:
+        changes.append(delete_object(cluster, live_drivers[name], check))
     by_name = dict((m["metadata"]["name"], m) for m in seen["machinesets"] or [])
     side_by_side(module, changes, [
         (lambda ms=ms: apply_object(cluster, {
@@ -444,6 +508,12 @@ def plan_run(module):
                 "mig_configmap": params["mig_configmap"], "device_plugin_configmap": params["device_plugin_configmap"]})
     except PoolError as err:
         problems.append(str(err))
+    if plan is not None:
+        drivers = plan_drivers([(p.name, p.driver, p.max_unavailable) for p in pools], seen["nvidia_drivers"],
+                               nodes_after(seen["nodes"], plan), (seen["policy"] or {}).get("spec"))
+        problems.extend(drivers["problems"])
+        if "objects" in plan:
+            plan["objects"]["drivers"] = {"drivers": drivers["drivers"], "delete": drivers["delete"]}
     if plan is not None and params["refuse_empty_pools"]:
         problems.extend(empty_pools(pools, plan, len(seen["nodes"])))
     if len(problems) == 1:

@@ -29,7 +29,7 @@ SIMULATOR_GROUP = "kubegpu:simulators"
 # local cluster like a simulator) count as one.
 SIMULATOR_USERS = ("fleet", "olm", "gpu-operator", "mig-manager", "device-plugin", "dra-plugin", "kwok",
                    "kserve", "keda", "knative", "openshift-ai", "cert-manager", "kueue-operator",
-                   "dcgm-exporter")
+                   "dcgm-exporter", "nvidia-driver")
 # Admission webhooks are not called. Every chart that registers one (kserve-resources, keda, the DRA driver) points
 # it at a Service in front of pods that no kubelet runs (KWOK gives them addresses nothing answers on), with
 # failurePolicy Fail: the API server would refuse every InferenceService, ScaledObject and predictor pod. Serving

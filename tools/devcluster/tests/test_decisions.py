@@ -13,7 +13,7 @@ import yaml
 
 from kubegpu_devcluster import device_plugin_checker as nvidia
 from kubegpu_devcluster import hardware
-from kubegpu_devcluster.simulators.decisions import device_plugin, dra_plugin, mig_manager
+from kubegpu_devcluster.simulators.decisions import device_plugin, dra_plugin, mig_manager, nvidia_driver
 from kubegpu_devcluster.simulators.decisions.gpus import applied_geometry, node_model, physical_gpus
 
 CASES = Path(__file__).resolve().parent / "cases"
@@ -87,7 +87,16 @@ def run_dra_plugin(given: dict) -> dict:
     return _without_empty({"action": action.verb, "slice": action.body})
 
 
-RUNNERS = {"mig-manager": run_mig_manager, "device-plugin": run_device_plugin, "dra-plugin": run_dra_plugin}
+def run_nvidia_driver(given: dict) -> dict:
+    nodes = [{"metadata": {"name": name, "labels": dict({"nvidia.com/gpu.present": "true"}, **(labels or {}))}}
+             for name, labels in (given.get("nodes") or {}).items()]
+    drivers = [{"metadata": {"name": d["name"]}, "spec": d.get("spec") or {}} for d in given.get("drivers") or []]
+    out = nvidia_driver.step(given["crd_mode"], drivers, nodes, given.get("knobs") or {})
+    return {"labels": out.labels, "statuses": out.statuses, "busy": out.busy}
+
+
+RUNNERS = {"mig-manager": run_mig_manager, "device-plugin": run_device_plugin, "dra-plugin": run_dra_plugin,
+           "nvidia-driver": run_nvidia_driver}
 
 
 def _cases() -> list:

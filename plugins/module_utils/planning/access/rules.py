@@ -94,6 +94,7 @@ _OWN_RULES = {
         rule([""], ["pods"], READ, "GPU pods in the way of a MIG change"),
         rule([""], ["pods/eviction"], ("create",), "drain a node before its MIG change"),
         rule(["nvidia.com"], ["clusterpolicies"], WRITE, "the device plugin's and mig-manager's configuration"),
+        rule(["nvidia.com"], ["nvidiadrivers"], PRUNE, "a pool's own driver (kubegpu-pool-<pool>), overlaps checked"),
         rule(["apps"], ["daemonsets"], ("get", "list", "patch"), "restart the device plugin once on a new config"),
         rule(["apps"], ["daemonsets"], ("watch",), "see the operands mount a new config as it happens"),
         rule(["machine.openshift.io"], ["machinesets"], ("list", "get", "patch"),

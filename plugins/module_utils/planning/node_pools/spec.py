@@ -26,6 +26,8 @@ The user describes pools (inventory variable kubegpu_node_pools)::
           replicas: 4           # >= 2
           rename_by_default: false
           fail_requests_greater_than_one: true   # the default; false needs device plugin v0.20.0+
+      driver:                   # optional: the pool's own NVIDIA driver (drivers.py says what is rendered)
+        version: "580.173.02"   # or a branch ("580") with precompiled: true
 
 A pool needs a selector, machinesets, or both (pool_selection.py says how they match nodes).
 An empty selector ({}) is refused: it would take every node of the cluster.
@@ -50,6 +52,12 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_poo
     MIG,
     MPS,
     TIME_SLICING,
+)
+from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.drivers import (
+    DRIVER_OPTIONS,
+    DriverError,
+    PoolDriver,
+    parse_driver,
 )
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.mig_catalog import STRATEGIES as MIG_STRATEGIES
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names import GPU_PRESENT_LABEL, MACHINE_API_NAMESPACE, NAME_PREFIX
@@ -100,6 +108,8 @@ POOL_OPTIONS = {
         "time_slicing": {"type": "dict", "options": _replicas_options()},
         "mps": {"type": "dict", "options": _replicas_options()},
     }},
+    # The pool's own NVIDIA driver (drivers.py); without it the pool's nodes take the default one.
+    "driver": {"type": "dict", "options": DRIVER_OPTIONS},
 }
 
 _POOL_KEYS = tuple(POOL_OPTIONS)
@@ -164,6 +174,7 @@ class Pool:
     mig: Optional[MigSharing] = None
     time_slicing: Optional[Sharing] = None
     mps: Optional[Sharing] = None
+    driver: Optional[PoolDriver] = None
 
     @property
     def config_name(self):
@@ -219,8 +230,16 @@ def _parse_pool(index, raw):
         selector=selector,
         machinesets=machinesets,
         max_unavailable=_parse_max_unavailable(subject, raw.get("max_unavailable")),
+        driver=_parse_driver(subject, raw.get("driver")),
         **_parse_sharing(subject, raw.get("sharing"))
     )
+
+
+def _parse_driver(subject, driver):
+    try:
+        return parse_driver(subject, driver)
+    except DriverError as err:
+        raise PoolError(str(err))
 
 
 def _parse_name(where, name):

@@ -596,6 +596,20 @@ def _monitoring_conflict(variables):
     return []
 
 
+def _driver_mode(variables):
+    """Pools that name a driver need the gpu_operator stage to put the operator in NVIDIADriver mode: refused here,
+    before the gpu_operator stage writes, rather than by the node_pools stage after it (docs/gpu-operator.md)."""
+    driver = (variables.get("kubegpu_gpu_operator") or {}).get("driver") or {}
+    pools = [p.get("name") for p in variables.get("kubegpu_node_pools") or []
+             if isinstance(p, dict) and p.get("driver") is not None]
+    if pools and not as_bool(driver.get("per_node_pool", False)):
+        return ["kubegpu_gpu_operator.driver.per_node_pool: false, but pool%s %s of kubegpu_node_pools name%s a driver; "
+                "the GPU Operator reads NVIDIADriver objects only in NVIDIADriver mode: set per_node_pool: true, or "
+                "remove the pools' driver" % ("s" if len(pools) > 1 else "", ", ".join("'%s'" % p for p in pools),
+                                              "" if len(pools) > 1 else "s")]
+    return []
+
+
 _STAGE_CHECKS = {
     "kubegpu_monitoring": monitoring_settings.settings_problems,
     "kubegpu_gpu_operator": _gpu_operator_problems,
@@ -609,6 +623,7 @@ _STAGE_CHECKS = {
 _CROSS_CHECKS = (
     ("kubegpu_serving", ("kubegpu_node_pools", "kubegpu_dra", "kubegpu_serving"), _serving_placement),
     ("kubegpu_monitoring", ("kubegpu_gpu_operator", "kubegpu_monitoring"), _monitoring_conflict),
+    ("kubegpu_gpu_operator", ("kubegpu_gpu_operator", "kubegpu_node_pools"), _driver_mode),
 )
 
 

@@ -19,6 +19,7 @@ from .knative import KnativeSimulator
 from .kueue_operator import KueueOperatorSimulator
 from .kserve import KServeSimulator
 from .mig_manager import MigManagerSimulator
+from .nvidia_driver import NvidiaDriverSimulator
 from .olm import OlmSimulator
 from .openshift_ai import OpenShiftAISimulator
 
@@ -26,7 +27,8 @@ SIMULATORS = {"olm": OlmSimulator, "gpu-operator": GpuOperatorSimulator, "mig-ma
               "device-plugin": DevicePluginSimulator, "dra-plugin": DraPluginSimulator,
               "kserve": KServeSimulator, "keda": KedaSimulator, "knative": KnativeSimulator,
               "openshift-ai": OpenShiftAISimulator,
-              "kueue-operator": KueueOperatorSimulator, "dcgm-exporter": DcgmExporterSimulator}
+              "kueue-operator": KueueOperatorSimulator, "dcgm-exporter": DcgmExporterSimulator,
+              "nvidia-driver": NvidiaDriverSimulator}
 
 
 # A simulator's construction reads the API server (discovery, its knobs); one that fails (the API server busy, a

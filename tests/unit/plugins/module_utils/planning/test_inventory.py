@@ -285,3 +285,30 @@ def test_models_are_not_placed_while_the_pools_are_broken():
     variables = serving(model(1, pool="llm-h10"))
     variables["kubegpu_node_pools"][1]["sharing"]["time_slicing"]["replicas"] = 1
     assert list(check_inventory(variables, ["serving"])) == ["kubegpu_node_pools"]
+
+
+POOL = {"name": "gb200", "selector": {"matchLabels": {"a": "b"}}, "sharing": {"strategy": "none"},
+        "driver": {"version": "580.173.02"}}
+
+
+def test_pool_drivers_need_nvidiadriver_mode():
+    errors = check_inventory({"kubegpu_node_pools": [POOL, dict(POOL, name="b200")]}, ALL)
+    assert errors == {"kubegpu_gpu_operator": [
+        "kubegpu_gpu_operator.driver.per_node_pool: false, but pools 'gb200', 'b200' of kubegpu_node_pools name a "
+        "driver; the GPU Operator reads NVIDIADriver objects only in NVIDIADriver mode: set per_node_pool: true, or "
+        "remove the pools' driver"]}
+
+
+def test_pool_drivers_in_nvidiadriver_mode_pass():
+    assert check_inventory({"kubegpu_node_pools": [POOL],
+                            "kubegpu_gpu_operator": {"driver": {"per_node_pool": True}}}, ALL) == {}
+
+
+def test_pool_drivers_without_the_gpu_operator_stage_are_left_to_the_node_pools_stage():
+    assert check_inventory({"kubegpu_node_pools": [POOL]}, ["node_pools"]) == {}
+
+
+def test_bad_pool_driver_is_the_pools_problem():
+    errors = check_inventory({"kubegpu_node_pools": [dict(POOL, driver={"version": "580"})]}, ALL)
+    assert list(errors) == ["kubegpu_node_pools"]
+    assert "driver.version is '580', a branch" in errors["kubegpu_node_pools"][0]

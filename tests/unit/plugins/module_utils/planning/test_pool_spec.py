@@ -90,7 +90,7 @@ INVALID = [
     ([raw_pool("-a")], "pools[0]: name is '-a'"),
     ([raw_pool("a"), raw_pool("b"), raw_pool("a")], "pool 'a' (pools[2]): name 'a' is already used by pools[0]"),
     ([raw_pool("a", nodes=3)],
-     "pool 'a': unknown key nodes (valid: name, selector, machinesets, max_unavailable, sharing)"),
+     "pool 'a': unknown key nodes (valid: name, selector, machinesets, max_unavailable, sharing, driver)"),
     ([{"name": "a", "sharing": TS}], "pool 'a': selects nothing: it has neither selector nor machinesets"),
     ([raw_pool("a", selector={"matchLabels": {}})], "pool 'a': selector is empty; an empty selector takes every node"),
     ([raw_pool("a", selector={"matchLabel": {"x": "y"}})],
