@@ -103,8 +103,11 @@ def issued(admin, namespace: str, name: str, timeout: float = WAIT_TIMEOUT) -> d
             namespace=namespace, field_selector=f"metadata.name={obj_name}").items
         return found[0].to_dict() if found else None
 
-    cert = wait_for(lambda: (lambda c: c if condition(c, "Ready") == "True" else None)(get(CM, "Certificate", name)),
-                    timeout=timeout, what=f"Certificate {namespace}/{name} Ready")
+    def ready_certificate():
+        found = get(CM, "Certificate", name)
+        return found if condition(found, "Ready") == "True" else None
+
+    cert = wait_for(ready_certificate, timeout=timeout, what=f"Certificate {namespace}/{name} Ready")
     requests = [r.to_dict() for r in admin.resources.get(api_version=CM, kind="CertificateRequest").get(
         namespace=namespace).items]
     mine = [r for r in requests if (r["metadata"].get("annotations") or {}).get(
