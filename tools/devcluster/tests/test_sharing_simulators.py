@@ -361,7 +361,8 @@ def _strategy_left_to_configs(dc, op):
     def plugin_env():
         return pod_env(_api(dc, "DaemonSet", "apps/v1").get(name=DEVICE_PLUGIN_DS, namespace=op.namespace).to_dict())
 
-    policies.patch(name=op.policy, content_type="application/merge-patch+json", body={"spec": {"mig": {"strategy": None}}})
+    policies.patch(name=op.policy, content_type="application/merge-patch+json",
+                   body={"spec": {"mig": {"strategy": None}}})
     try:
         wait_for(lambda: "MIG_STRATEGY" not in plugin_env(), what="the device plugin without MIG_STRATEGY")
         yield

@@ -103,7 +103,8 @@ INVENTORY = {
             "nri_plugin": {"type": "bool", "default": False},
         }},
         "mig_strategy": {"type": "str", "default": cluster_policy.MIG_STRATEGY_PER_POOL,
-                         "choices": [cluster_policy.MIG_STRATEGY_PER_POOL] + list(cluster_policy.POLICY_ENUMS["mig.strategy"])},
+                         "choices": [cluster_policy.MIG_STRATEGY_PER_POOL]
+                         + list(cluster_policy.POLICY_ENUMS["mig.strategy"])},
         "service_monitor": {"type": "bool", "default": True},
         # Upstream ClusterPolicy spec fields, checked by cluster_policy (sections, dead fields, enums).
         "cluster_policy": {"type": "dict", "default": {}},
