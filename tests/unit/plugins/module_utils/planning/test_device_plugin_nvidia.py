@@ -230,8 +230,8 @@ def _default_cluster_policy_env():
     chart's values with the option's default (per_pool leaves spec.mig.strategy unset, as the role's vars do);
     gpu-operator's applyMIGConfiguration sets MIG_STRATEGY only when spec.mig.strategy is set."""
     option = INVENTORY["kubegpu_gpu_operator"]["options"]["mig_strategy"]["default"]
-    strategy = None if option == MIG_STRATEGY_PER_POOL else option
-    spec, _warnings = desired_spec(chart_spec(), {"mig": {"strategy": strategy}})
+    spec, _warnings = desired_spec(chart_spec(), {"mig": {"strategy": None if option == MIG_STRATEGY_PER_POOL
+                                                           else option}})
     strategy = (spec.get("mig") or {}).get("strategy")
     return {"MIG_STRATEGY": strategy} if strategy else {}
 
