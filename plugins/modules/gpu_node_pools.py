@@ -20,9 +20,7 @@ description:
     rolling update), and a node's device plugin config follows its own MIG success, not the slowest node's.
   - Plans every object it writes before the first write (returned in RV(plan), key C(objects), and per-node steps), and
     refuses, before anything is written, overlapping pools, layouts that do not fit, unknown MachineSets, GPU pods
-    in the way, a node whose MIG change failed on the config wanted again, and a MIG pool whose strategy the
-    ClusterPolicy's C(mig.strategy) would override (the operator passes it as C(MIG_STRATEGY), which outranks the
-    pool's device-plugin config). A pool that selects no node writes
+    in the way and a node whose MIG change failed on the config wanted again. A pool that selects no node writes
     nothing for itself.
   - Stops at the first node that fails, after the nodes in flight finished; names it, its state, the nodes it
     uncordoned and every node not started. No further node, of its pool or of later pools, is started.
@@ -379,9 +377,6 @@ from ansible_collections.kubegpu.platform.plugins.module_utils.planning.names im
     MIG_MANAGER_DAEMONSET,
     NODE_POOLS_FIELD_MANAGER,
 )
-from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.device_plugin_config import (
-    cluster_strategy_problems,
-)
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.drivers import (
     NVIDIA_DRIVER_API,
     nodes_after,
@@ -519,8 +514,6 @@ def plan_run(module):
         problems.extend(drivers["problems"])
         if "objects" in plan:
             plan["objects"]["drivers"] = {"drivers": drivers["drivers"], "delete": drivers["delete"]}
-    if plan is not None:
-        problems.extend(cluster_strategy_problems(plan["pools"], seen["policy"]))
     if plan is not None and params["refuse_empty_pools"]:
         problems.extend(empty_pools(pools, plan, len(seen["nodes"])))
     if len(problems) == 1:

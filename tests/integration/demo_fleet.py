@@ -45,6 +45,6 @@ def install_operator(dc):
                               "metadata": {"name": "gpu-cluster-policy"},
                               "spec": {"operator": {}, "daemonsets": {}, "driver": {}, "toolkit": {},
                                        "devicePlugin": {}, "dcgm": {}, "dcgmExporter": {}, "gfd": {},
-                                       "nodeStatusExporter": {}, "mig": {}}})
+                                       "nodeStatusExporter": {}, "mig": {"strategy": "single"}}})
     wait_for(lambda: (policies.get().items[0].status or {}).get("state") == "ready", what="ClusterPolicy ready")
     return dc

@@ -51,7 +51,7 @@ def operator(devcluster_session):
                               "metadata": {"name": "gpu-cluster-policy"},
                               "spec": {"operator": {}, "daemonsets": {}, "driver": {}, "toolkit": {},
                                        "devicePlugin": {}, "dcgm": {}, "dcgmExporter": {}, "gfd": {},
-                                       "nodeStatusExporter": {}, "mig": {}}})
+                                       "nodeStatusExporter": {}, "mig": {"strategy": "single"}}})
     wait_for(lambda: (policies.get().items[0].status or {}).get("state") == "ready", what="ClusterPolicy ready")
     namespace = policies.get().items[0].status["namespace"]
     configmaps = dc.admin.resources.get(api_version="v1", kind="ConfigMap")

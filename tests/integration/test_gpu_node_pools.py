@@ -81,26 +81,6 @@ def test_bad_input_fails_before_any_write(operator, pools, expected):
     assert dc.audit.writes(mark) == []
 
 
-def test_a_cluster_wide_mig_strategy_that_overrides_a_pool_is_refused_before_any_write(operator):
-    """A ClusterPolicy spec.mig.strategy reaches the device plugin as MIG_STRATEGY, which outranks the pools'
-    configs: a mixed MIG pool under `single` would not start, so the run is refused before it writes."""
-    dc = operator
-    policies = dc.admin.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
-    name = policies.get().items[0].metadata.name
-    policies.patch(name=name, body={"spec": {"mig": {"strategy": "single"}}},
-                   content_type="application/merge-patch+json")
-    try:
-        mark = dc.audit.mark()
-        result = dc.module("gpu_node_pools", {"pools": POOLS})
-        assert result.get("failed") is True
-        assert "pool 'llm-h100'" in result["msg"] and "spec.mig.strategy: single" in result["msg"], result["msg"]
-        assert "MIG_STRATEGY" in result["msg"] and "Nothing was written" in result["msg"], result["msg"]
-        assert dc.audit.writes(mark) == []
-    finally:
-        policies.patch(name=name, body={"spec": {"mig": {"strategy": None}}},
-                       content_type="application/merge-patch+json")
-
-
 def test_time_slicing_replicas_change_restarts_device_plugin(operator):
     dc = operator
     dc.module("gpu_node_pools", {"pools": POOLS})

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import task_result, wait_for
+from conftest import task_result
 from gpu_operator_playbook import (CP, EXPECTED_VALUES, _changed_tasks, _extra_vars, _failure, _helm, _reset, _run,
                                    job_runner_missing)
 
@@ -215,38 +215,6 @@ def test_kubernetes_changed_setting_upgrades_the_release(dc, helm_bin):
     assert stats["failures"] == 0, _failure(out)
     assert _helm(dc, helm_bin, "get", "values", "gpu-operator", "-n", "gpu-operator", "-o", "json") == EXPECTED_VALUES
     assert _policy(dc, "cluster-policy")["spec"]["cdi"]["nriPluginEnabled"] is False
-
-
-def test_kubernetes_per_pool_leaves_the_mig_strategy_to_the_pools(dc, helm_bin):
-    """mig_strategy per_pool (the default): the chart gets mig.strategy null, so the ClusterPolicy has none and the
-    operator sets no MIG_STRATEGY (the device-plugin DaemonSet shows it); a second run writes nothing."""
-    reason = job_runner_missing(dc)
-    if reason:
-        pytest.skip(reason)
-    dc.fleet("kubernetes")
-    per_pool = _extra_vars(mig_strategy="per_pool")
-    out, stats, _seconds = _run(dc, helm_bin, *per_pool)
-    assert stats["failures"] == 0, _failure(out)
-    assert "strategy" not in (_policy(dc, "cluster-policy")["spec"].get("mig") or {})
-    values = _helm(dc, helm_bin, "get", "values", "gpu-operator", "-n", "gpu-operator", "-o", "json")
-    assert values["mig"] == {"strategy": None}
-
-    def plugin_env():
-        ds = dc.admin.resources.get(api_version="apps/v1", kind="DaemonSet").get(
-            namespace="gpu-operator", name="nvidia-device-plugin-daemonset").to_dict()
-        return {e["name"] for c in ds["spec"]["template"]["spec"]["containers"] for e in c.get("env") or []}
-
-    wait_for(lambda: "MIG_STRATEGY" not in plugin_env(), what="the device plugin without MIG_STRATEGY")
-    mark = dc.audit.mark()
-    out, stats, _seconds = _run(dc, helm_bin, *per_pool)
-    assert stats["failures"] == 0, _failure(out)
-    assert stats["changed"] == 0, _changed_tasks(out)
-    assert [str(e) for e in dc.audit.writes(mark)] == []
-    # Back to the inventory's mixed: set again for the whole cluster.
-    out, stats, _seconds = _run(dc, helm_bin)
-    assert stats["failures"] == 0, _failure(out)
-    assert _policy(dc, "cluster-policy")["spec"]["mig"]["strategy"] == "mixed"
-    wait_for(lambda: "MIG_STRATEGY" in plugin_env(), what="the device plugin with MIG_STRATEGY")
 
 
 def test_bad_input_is_refused_before_anything_is_written(dc, helm_bin):

@@ -138,9 +138,12 @@ def _nonzero(resources: dict) -> dict:
     return {name: int(n) for name, n in resources.items() if int(n)}
 
 
-def _env(pods: device_plugin.Pods) -> dict:
-    """The plugin container's MIG_STRATEGY: set by the operator only when ClusterPolicy spec.mig.strategy is."""
-    return {"MIG_STRATEGY": pods.strategy} if pods.strategy else {}
+def _env(conf: device_plugin.PluginConfig, pods: device_plugin.Pods) -> dict:
+    """The plugin container's MIG_STRATEGY as the simulator reads it. NVIDIA's plugin lets MIG_STRATEGY override
+    the config's flags.migStrategy (api/config/v1 NewConfig: command line, then environment, then file), so the
+    simulator's rule, the config's strategy first, holds where the operator sets no MIG_STRATEGY, i.e. with
+    ClusterPolicy spec.mig.strategy unset (docs/local-cluster.md, "The device plugin and NVIDIA's code")."""
+    return {} if conf.mig_strategy else {"MIG_STRATEGY": pods.strategy}
 
 
 @pytest.mark.parametrize("simulator, case", DEVICE_PLUGIN)
@@ -167,7 +170,7 @@ def test_device_plugin_case_as_nvidia_computes(simulator, case):
             with pytest.raises(nvidia.Refused):
                 nvidia.check(configs[key], model, gpus)
     text = configs[choice.key] if configs and choice.key else ""
-    strategy = pods.strategy or choice.conf.mig_strategy or "none"
+    strategy = choice.conf.mig_strategy or pods.strategy
     try:
         resources, published = device_plugin.advertise(model, count, gpus, choice.conf, strategy)
     except device_plugin.PluginError:
@@ -175,9 +178,9 @@ def test_device_plugin_case_as_nvidia_computes(simulator, case):
     if resources is None or published.get("nvidia.com/gpu.product", "").endswith("-MIG-INVALID"):
         # The plugin does not start: MPS on MIG devices, or MIG single over mixed or half-enabled GPUs.
         with pytest.raises(nvidia.Refused):
-            nvidia.check(text, model, gpus, _env(pods))
+            nvidia.check(text, model, gpus, _env(choice.conf, pods))
         return
-    assert _as_v0_17_4(_nonzero(resources)) == nvidia.check(text, model, gpus, _env(pods)).resources, \
+    assert _as_v0_17_4(_nonzero(resources)) == nvidia.check(text, model, gpus, _env(choice.conf, pods)).resources, \
         case["why"]
 
 

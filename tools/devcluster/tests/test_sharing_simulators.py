@@ -6,7 +6,6 @@ before and after the module, so later tests see the nodes as the fleet file desc
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import signal
@@ -22,7 +21,6 @@ from kubegpu_devcluster.testing import wait_for
 from kubegpu_devcluster.cluster import read_state, simulator_user
 from kubegpu_devcluster.simulators.__main__ import process_groups
 from kubegpu_devcluster.simulators.framework import Copy
-from kubegpu_devcluster.simulators.gpu_operator import DEVICE_PLUGIN_DS, pod_env
 from kubegpu_devcluster.simulators.mig_manager import MigManagerSimulator
 
 CP = "nvidia.com/v1"
@@ -352,53 +350,9 @@ def test_mig_manager_fail_and_hang_knobs(dc):
     _restore_mig(dc, failing)
 
 
-@contextlib.contextmanager
-def _strategy_left_to_configs(dc, op):
-    """ClusterPolicy spec.mig.strategy unset meanwhile, as the collection leaves it (mig_strategy: per_pool): the
-    operator sets no MIG_STRATEGY, which would outrank every node's config, so each config decides."""
-    policies = _api(dc, "ClusterPolicy", CP)
-
-    def plugin_env():
-        return pod_env(_api(dc, "DaemonSet", "apps/v1").get(name=DEVICE_PLUGIN_DS, namespace=op.namespace).to_dict())
-
-    policies.patch(name=op.policy, content_type="application/merge-patch+json",
-                   body={"spec": {"mig": {"strategy": None}}})
-    try:
-        wait_for(lambda: "MIG_STRATEGY" not in plugin_env(), what="the device plugin without MIG_STRATEGY")
-        yield
-    finally:
-        policies.patch(name=op.policy, content_type="application/merge-patch+json",
-                       body={"spec": {"mig": {"strategy": "mixed"}}})
-        wait_for(lambda: plugin_env().get("MIG_STRATEGY") == "mixed", what="the device plugin with MIG_STRATEGY")
-
-
-def test_single_strategy_per_node_config(dc, operator):
-    """flags.migStrategy in a per-node plugin config (gpu-operator#704), where the ClusterPolicy sets no strategy:
-    single with one profile, then INVALID."""
-    with _strategy_left_to_configs(dc, operator):
-        _single_strategy_per_node_config(dc)
-    node = "gpu-h100-001"
-    wait_for(lambda: _labels(dc, node).get("nvidia.com/mig.strategy") == "mixed", what="mixed again")
-    labels = _labels(dc, node)
-    assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/gpu.count"]) == ("NVIDIA-H100-80GB-HBM3", "8")
-
-
-def test_the_cluster_policys_strategy_outranks_a_node_config(dc, operator):
-    """MIG_STRATEGY (ClusterPolicy spec.mig.strategy mixed) over a node config that says single: mixed resources."""
-    node = "gpu-h100-001"
-    dc.knobs({"mig-manager.seconds": "0.2", "device-plugin.seconds": "0.2"})
-    _label(dc, node, "nvidia.com/device-plugin.config", "single")
-    try:
-        _set_mig(dc, node, "all-3g.40gb")
-        wait_for(lambda: {k: v for k, v in _allocatable(dc, node).items() if v} == {"nvidia.com/mig-3g.40gb": 16},
-                 what="16 MIG devices as nvidia.com/mig-3g.40gb")
-        assert _labels(dc, node)["nvidia.com/mig.strategy"] == "mixed"
-    finally:
-        _label(dc, node, "nvidia.com/device-plugin.config", None)
-        _restore_mig(dc, node)
-
-
-def _single_strategy_per_node_config(dc):
+@pytest.mark.usefixtures("operator")
+def test_single_strategy_per_node_config(dc):
+    """flags.migStrategy in a per-node plugin config (gpu-operator#704): single with one profile, then INVALID."""
     node = "gpu-h100-001"
     dc.knobs({"mig-manager.seconds": "0.2", "device-plugin.seconds": "0.2"})
     _label(dc, node, "nvidia.com/device-plugin.config", "single")
@@ -419,6 +373,9 @@ def _single_strategy_per_node_config(dc):
     finally:
         _label(dc, node, "nvidia.com/device-plugin.config", None)
         _restore_mig(dc, node)
+    labels = _labels(dc, node)
+    assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/gpu.count"]) == ("NVIDIA-H100-80GB-HBM3", "8")
+    assert labels["nvidia.com/mig.strategy"] == "mixed"
 
 
 def _sharing(dc, node) -> tuple:
@@ -427,12 +384,8 @@ def _sharing(dc, node) -> tuple:
             labels["nvidia.com/gpu.sharing-strategy"])
 
 
-def test_time_slicing_and_unknown_key(dc, operator):
-    with _strategy_left_to_configs(dc, operator):   # its MPS config says none: MIG_STRATEGY mixed would stop MPS
-        _time_slicing_and_unknown_key(dc)
-
-
-def _time_slicing_and_unknown_key(dc):
+@pytest.mark.usefixtures("operator")
+def test_time_slicing_and_unknown_key(dc):
     node = "gpu-l40s-000"
     dc.knobs({"device-plugin.seconds": "0.2"})
     assert _allocatable(dc, node) == {"nvidia.com/gpu": 4}

@@ -77,11 +77,6 @@ DEAD_FIELDS = {
     "driver.useOpenKernelModules": "driver.kernelModuleType: open, proprietary or auto (ignored since v25.3)",
 }
 
-# The collection's own value of the mig_strategy option: leave ClusterPolicy spec.mig.strategy unset. The operator
-# then sets no MIG_STRATEGY on the device plugin and GFD, so each pool's device-plugin config decides
-# (flags.migStrategy); a MIG_STRATEGY it does set outranks every config (docs/gpu-operator.md, "MIG strategy").
-MIG_STRATEGY_PER_POOL = "per_pool"
-
 POLICY_ENUMS = {
     "driver.kernelModuleType": ("auto", "open", "proprietary"),
     "mig.strategy": ("none", "single", "mixed"),

@@ -129,23 +129,3 @@ def _mps(sharing, names):
         document["failRequestsGreaterThanOne"] = False
     document["resources"] = [{"name": name, "replicas": sharing.replicas} for name in names]
     return document
-
-
-def cluster_strategy_problems(pool_plans, policy):
-    """Pools whose MIG strategy the ClusterPolicy would override: [message].
-
-    The operator passes a set spec.mig.strategy to the plugin as MIG_STRATEGY, and the plugin takes an environment
-    variable over its config file's flags.migStrategy (k8s-device-plugin api/config/v1, updateFromCLIFlag); unset,
-    it passes none and each pool's config decides. pool_plans are the plan's pool entries (name, mig_strategy);
-    policy the live ClusterPolicy, or None.
-    """
-    spec = (policy or {}).get("spec") or {}
-    strategy = (spec.get("mig") or {}).get("strategy")
-    if not strategy:
-        return []
-    name = ((policy or {}).get("metadata") or {}).get("name", "")
-    return ["pool '{0}': its MIG layout is advertised with migStrategy {1} (its device-plugin config), but "
-            "ClusterPolicy {2} sets spec.mig.strategy: {3}, which the GPU Operator passes to the device plugin as "
-            "MIG_STRATEGY, and that outranks every pool's config; leave it unset (kubegpu_gpu_operator.mig_strategy: "
-            "per_pool, the default) or set it to {1}".format(entry["name"], entry["mig_strategy"], name, strategy)
-            for entry in pool_plans if entry.get("mig_strategy") and entry["mig_strategy"] != strategy]

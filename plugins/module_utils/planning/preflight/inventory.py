@@ -102,9 +102,7 @@ INVENTORY = {
             "enabled": {"type": "bool", "default": True},
             "nri_plugin": {"type": "bool", "default": False},
         }},
-        "mig_strategy": {"type": "str", "default": cluster_policy.MIG_STRATEGY_PER_POOL,
-                         "choices": [cluster_policy.MIG_STRATEGY_PER_POOL]
-                         + list(cluster_policy.POLICY_ENUMS["mig.strategy"])},
+        "mig_strategy": {"type": "str", "choices": list(cluster_policy.POLICY_ENUMS["mig.strategy"]), "default": "single"},
         "service_monitor": {"type": "bool", "default": True},
         # Upstream ClusterPolicy spec fields, checked by cluster_policy (sections, dead fields, enums).
         "cluster_policy": {"type": "dict", "default": {}},

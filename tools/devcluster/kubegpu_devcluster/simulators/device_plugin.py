@@ -13,7 +13,7 @@ Inputs per node:
 - the MIG geometry the mig-manager simulator applied (annotation devcluster.kubegpu.io/mig-geometry);
 - the plugin config: the DaemonSet's `config` volume names the ConfigMap (ClusterPolicy
   spec.devicePlugin.config.name) in the DaemonSet's namespace, DEFAULT_CONFIG the default key
-  (spec.devicePlugin.config.default), MIG_STRATEGY the strategy (spec.mig.strategy, when set); the node label
+  (spec.devicePlugin.config.default), MIG_STRATEGY the strategy (spec.mig.strategy); the node label
   nvidia.com/device-plugin.config picks a key, else the default key; no key or no ConfigMap name: no config.
   As upstream (gpu-operator#1144), the ConfigMap's content is read when the pods start: once, the first time
   it is needed, and again only when the DaemonSet's pod template changes (a rollout restart, i.e. the
@@ -40,8 +40,7 @@ so allocatable catches up only after mig.config.state=success, as upstream.
 - What a config makes the plugin advertise is checked against NVIDIA's own code, case by case
   (tools/devcluster/tests/test_decisions.py, kubegpu_devcluster/device_plugin_checker.py); a config it refuses
   to load is one the simulator skips.
-- MIG, strategy from MIG_STRATEGY when the pod has it (an environment variable outranks the config file in the
-  plugin's flag loading: api/config/v1 updateFromCLIFlag), else the config's flags.migStrategy, else none; label
+- MIG, strategy from the config's flags.migStrategy, else MIG_STRATEGY (default single); label
   nvidia.com/mig.strategy=<strategy> on every GPU node, removed for `none` (GFD writes it only then).
   none: MIG ignored, GPUs advertised whole. single: nvidia.com/gpu = MIG devices (x replicas when
   time-sliced), gpu.product=<model>-MIG-<profile> (GFD removes '+'), gpu.count = MIG devices; an empty
@@ -128,7 +127,7 @@ class DevicePluginSimulator(Simulator):
             else:
                 configs = (cm.data and cm.data.to_dict()) or {}
         self._ctx = {"running": not waiting, "waiting": waiting, "sig": sig, "namespace": namespace, "cm": cm_name,
-                     "pods": decide.Pods(configs, env.get("DEFAULT_CONFIG", ""), env.get("MIG_STRATEGY") or None)}
+                     "pods": decide.Pods(configs, env.get("DEFAULT_CONFIG", ""), env.get("MIG_STRATEGY") or "single")}
         return self._ctx
 
     def _requeue_nodes(self) -> None:

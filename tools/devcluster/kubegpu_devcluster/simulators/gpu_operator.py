@@ -13,8 +13,7 @@ spec.dcgmExporter.enabled is false; nodes labelled nvidia.com/gpu.deploy.dcgm-ex
 pause takes its pods away as upstream), plus, with spec.dcgmExporter.serviceMonitor.enabled and the
 ServiceMonitor CRD installed, ServiceMonitor `nvidia-dcgm-exporter` (removed when disabled). The DaemonSet
 controller places their pods and KWOK runs them; the device-plugin and mig-manager simulators act for them. Their pod templates carry what the real
-operator puts there: MIG_STRATEGY (spec.mig.strategy, only when it is set: unset lets each node's plugin config
-decide, as gpu-operator's applyMIGConfiguration does), the device-plugin ConfigMap
+operator puts there: MIG_STRATEGY (spec.mig.strategy, default single), the device-plugin ConfigMap
 (spec.devicePlugin.config.name, volume `config`) and DEFAULT_CONFIG (spec.devicePlugin.config.default), the
 mig-parted ConfigMap (spec.migManager.config.name, volume `mig-parted-config`). Like the real operator, a
 change of those rewrites the template (so the pods "restart"), tracked with the annotation
@@ -135,11 +134,11 @@ def _operand(name: str, deploy_label: str, containers: list, volumes: list) -> d
 def operand_daemonsets(spec: dict) -> dict:
     """The DaemonSets the operator wants for a ClusterPolicy spec: {name: body} (no namespace or owner yet)."""
     wanted = {}
-    strategy = (spec.get("mig") or {}).get("strategy")
+    strategy = (spec.get("mig") or {}).get("strategy") or "single"
     plugin = spec.get("devicePlugin") or {}
     if plugin.get("enabled", True) is not False:
         config = plugin.get("config") or {}
-        env = [{"name": "MIG_STRATEGY", "value": strategy}] if strategy else []
+        env = [{"name": "MIG_STRATEGY", "value": strategy}]
         volumes = []
         if config.get("name"):
             env += [{"name": "CONFIG_FILE", "value": "/config/config.yaml"},

@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 from ansible_collections.kubegpu.platform.plugins.module_utils.planning.node_pools.device_plugin_config import (
-    cluster_strategy_problems,
     device_plugin_document,
     render_device_plugin_config,
     shared_resources,
@@ -150,27 +149,3 @@ def test_caller_mistakes(the_pool, kwargs, message):
 ])
 def test_shared_resources(resources, sharing, expected):
     assert shared_resources(resources, sharing) == expected
-
-
-def _policy(strategy):
-    spec = {"mig": {"strategy": strategy}} if strategy else {"mig": {}}
-    return {"metadata": {"name": "cluster-policy"}, "spec": spec}
-
-
-PLANS = [{"name": "mixed-pool", "mig_strategy": "mixed"}, {"name": "single-pool", "mig_strategy": "single"},
-         {"name": "shared", "mig_strategy": None}]
-
-
-@pytest.mark.parametrize("policy, refused", [
-    (None, []),
-    (_policy(None), []),
-    (_policy("single"), ["mixed-pool"]),
-    (_policy("mixed"), ["single-pool"]),
-    (_policy("none"), ["mixed-pool", "single-pool"]),
-])
-def test_a_cluster_wide_mig_strategy_that_overrides_a_pool_is_refused(policy, refused):
-    problems = cluster_strategy_problems(PLANS, policy)
-    assert [p.split("'")[1] for p in problems] == refused
-    for problem in problems:
-        assert "ClusterPolicy cluster-policy sets spec.mig.strategy" in problem
-        assert "MIG_STRATEGY" in problem and "kubegpu_gpu_operator.mig_strategy: per_pool" in problem

@@ -38,7 +38,7 @@ def test_no_variables_pass():
     ({"kubegpu_gpu_operator": {"timeout": "soon"}}, "kubegpu_gpu_operator",
      "kubegpu_gpu_operator.timeout: expected an integer, got 'soon'"),
     ({"kubegpu_gpu_operator": {"mig_strategy": "all-1g"}}, "kubegpu_gpu_operator",
-     "kubegpu_gpu_operator.mig_strategy: 'all-1g' is not valid; valid: per_pool, none, single, mixed"),
+     "kubegpu_gpu_operator.mig_strategy: 'all-1g' is not valid; valid: none, single, mixed"),
     ({"kubegpu_gpu_operator": {"driver": {"enabeld": True}}}, "kubegpu_gpu_operator",
      "kubegpu_gpu_operator.driver: unknown key 'enabeld' (did you mean 'enabled'?)"),
     ({"kubegpu_gpu_operator": {"cluster_policy": {"cdi": {"default": True}}}}, "kubegpu_gpu_operator",

@@ -190,11 +190,10 @@ def _managed_resource(name: str) -> bool:
 @dataclass(frozen=True)
 class Pods:
     """What the plugin's pods read when they started: the ConfigMap's data (key -> config text; None when the
-    DaemonSet names no ConfigMap), DEFAULT_CONFIG and MIG_STRATEGY (None: the operator set none, since the
-    ClusterPolicy leaves spec.mig.strategy unset)."""
+    DaemonSet names no ConfigMap), DEFAULT_CONFIG and MIG_STRATEGY."""
     configs: dict | None = None
     default: str = ""
-    strategy: str | None = None
+    strategy: str = "single"
 
 
 @dataclass(frozen=True)
@@ -299,7 +298,4 @@ def decide(node: dict, pods: Pods, running: Choice | None = None, knobs=None) ->
     if labels.get("nvidia.com/gpu.present") != "true" or model is None:
         return None, None
     choice = choose_config(labels.get(CONFIG_LABEL), pods, running)
-    # MIG_STRATEGY outranks the config file's flags.migStrategy (the plugin loads its flags with an environment
-    # variable counting as set: api/config/v1 updateFromCLIFlag); the flag's own default is none.
-    strategy = pods.strategy or choice.conf.mig_strategy or "none"
-    return choice, publish(node, model, choice.conf, strategy, knobs or {})
+    return choice, publish(node, model, choice.conf, choice.conf.mig_strategy or pods.strategy, knobs or {})
